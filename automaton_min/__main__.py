@@ -1,0 +1,3 @@
+from automaton_min.cli.main import main
+
+main()

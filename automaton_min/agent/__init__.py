@@ -1,0 +1,1 @@
+"""The agent: its states, its loop, its tools and its policy."""

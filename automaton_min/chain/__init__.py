@@ -1,0 +1,1 @@
+"""Ethereum primitives, the wallet and (later) payments."""

@@ -1,0 +1,121 @@
+"""The agent's EVM wallet: one secp256k1 key in ``wallet.json``.
+
+The file format is the reference runtime's
+(``{"chainType":"evm","privateKey":"0x..","createdAt":"<ISO>"}``, mode 0600), so
+an existing wallet loads unchanged. The key lives only inside a ``Wallet`` object,
+which never renders it: not in ``repr``, ``str``, errors or logs.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import orjson
+
+from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.errors import WalletError
+from automaton_min.fileio import atomic_write, file_mode, open_to_others
+from automaton_min.observe.log import get_logger, register_secret
+
+SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
+
+_PRIVATE_KEY = re.compile(r"^0x[0-9a-fA-F]{64}$")
+
+log = get_logger(__name__)
+
+
+class Wallet:
+    """An EVM account. ``address`` is EIP-55 checksummed; the key stays private."""
+
+    __slots__ = ("_key", "address", "created_at", "path")
+
+    def __init__(self, key: bytes, created_at: str | None = None, path: Path | None = None) -> None:
+        if len(key) != 32 or not 0 < int.from_bytes(key, "big") < SECP256K1_ORDER:
+            raise WalletError("privateKey: not a valid secp256k1 private key")
+        self._key = key
+        self.created_at = created_at
+        self.path = path
+        self.address = _address_of(key)
+        register_secret("0x" + key.hex())
+
+    def key_bytes(self) -> bytes:
+        """The raw 32-byte key, for the chain signers only. Never log or return it."""
+        return self._key
+
+    def __repr__(self) -> str:
+        return f"Wallet(address={self.address})"
+
+    __str__ = __repr__
+
+    def __reduce__(self):  # pickling or copying would carry the key out of this object
+        raise TypeError("a Wallet cannot be serialized")
+
+
+def _address_of(key: bytes) -> str:
+    from eth_keys import keys
+
+    from automaton_min.chain.address import address_from_public_key
+
+    return address_from_public_key(keys.PrivateKey(key).public_key.to_bytes())
+
+
+def new_private_key() -> bytes:
+    """32 bytes from the OS CSPRNG that form a valid secp256k1 private key."""
+    while True:
+        key = secrets.token_bytes(32)
+        if 0 < int.from_bytes(key, "big") < SECP256K1_ORDER:
+            return key
+
+
+def load_wallet(path: Path) -> Wallet:
+    """Read ``wallet.json``; refuse files others can read, Solana wallets and malformed keys."""
+    if not path.exists():
+        raise WalletError(f"no wallet at {path}; run: automaton-min init")
+    if open_to_others(path):
+        raise WalletError(
+            f"{path} is readable by group or others (mode {file_mode(path):04o}); fix it with: chmod 600 {path}"
+        )
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        raise WalletError(f"{path} is not valid JSON; restore it from a backup") from None
+    except PermissionError:
+        raise WalletError(f"{path}: permission denied; run as the wallet's owner") from None
+    if not isinstance(data, dict):
+        raise WalletError(f"{path}: expected a JSON object")
+    chain_type = data.get("chainType", "evm")
+    if chain_type == "solana":
+        raise WalletError(f"{path} holds a Solana wallet; automaton-min supports EVM wallets only")
+    if chain_type != "evm":
+        raise WalletError(f'{path}: chainType: expected "evm"')
+    raw_key = data.get("privateKey")
+    if not isinstance(raw_key, str) or not _PRIVATE_KEY.match(raw_key):
+        raise WalletError(f"{path}: privateKey: expected 0x followed by 64 hex digits")
+    created_at = data.get("createdAt") if isinstance(data.get("createdAt"), str) else None
+    try:
+        return Wallet(bytes.fromhex(raw_key[2:]), created_at, path)
+    except WalletError as exc:
+        raise WalletError(f"{path}: {exc}") from None
+
+
+def create_wallet(path: Path, now: Clock = system_now) -> Wallet:
+    """Write a fresh wallet to ``path`` (mode 0600); never overwrites an existing file."""
+    key = new_private_key()
+    created_at = to_iso(now())
+    document = {"chainType": "evm", "privateKey": "0x" + key.hex(), "createdAt": created_at}
+    atomic_write(path, orjson.dumps(document), 0o600, replace=False)
+    wallet = Wallet(key, created_at, path)
+    log.info("created a new wallet", extra={"address": wallet.address})
+    return wallet
+
+
+def ensure_wallet(path: Path, now: Clock = system_now) -> tuple[Wallet, bool]:
+    """Load the wallet at ``path``, creating it first if there is none. Returns (wallet, created)."""
+    if path.exists():
+        return load_wallet(path), False
+    try:
+        return create_wallet(path, now), True
+    except FileExistsError:  # another process created it between our check and our write
+        return load_wallet(path), False

@@ -1,0 +1,1 @@
+"""The ``automaton-min`` command line: parse, call one function below, render."""

@@ -1,0 +1,72 @@
+"""The ``automaton-min`` entry point: the command group, global options and error rendering."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import apsw
+import click
+
+from automaton_min import __version__
+from automaton_min.errors import EXIT_FAILURE, AutomatonError
+from automaton_min.home import Home, default_home
+from automaton_min.observe.log import LOG_LEVEL_NAMES, configure_logging
+
+
+class CommandFailed(click.ClickException):
+    """One line on stderr (``Error: ...``) and the exit code the error carries."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class AutomatonGroup(click.Group):
+    """A group that turns this project's errors (and I/O failures) into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except AutomatonError as exc:
+            raise CommandFailed(str(exc), exc.exit_code) from None
+        except apsw.Error as exc:
+            raise CommandFailed(f"database error: {exc}; run: automaton-min doctor", EXIT_FAILURE) from None
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise CommandFailed(f"{exc.strerror or exc}{where}", EXIT_FAILURE) from None
+
+
+@click.group(cls=AutomatonGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="automaton-min", message="%(prog)s %(version)s")
+@click.option(
+    "--home",
+    type=click.Path(path_type=Path),
+    envvar="AUTOMATON_HOME",
+    help="Home directory of the automaton (default ~/.automaton; env AUTOMATON_HOME).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVEL_NAMES, case_sensitive=False),
+    help="Override the config's logLevel for this command.",
+)
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, log_level: str | None) -> None:
+    """automaton-min: a small, self-funding AI agent for small devices."""
+    ctx.obj = {"home": Home((home or default_home()).expanduser().absolute()), "log_level": log_level}
+    configure_logging(log_level or "info", sys.stderr)
+
+
+def _register() -> None:
+    from automaton_min.cli import config_cmd, doctor_cmd, init_cmd, setup_cmd, status_cmd
+
+    for module in (init_cmd, setup_cmd, config_cmd, status_cmd, doctor_cmd):
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="automaton-min")

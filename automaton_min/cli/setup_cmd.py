@@ -1,0 +1,107 @@
+"""``automaton-min setup``: an interactive wizard, or fully non-interactive with flags and ``--yes``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from automaton_min.cli.common import emit_json, emit_rows, home_of
+from automaton_min.config import DEFAULTS, check_value
+from automaton_min.errors import UserError
+from automaton_min.runtime.genesis import SetupAnswers, detect_sandbox_id, existing_config_values, setup_agent
+
+REQUIRED = (("name", "--name"), ("genesis_prompt", "--genesis-prompt"), ("creator_address", "--creator-address"))
+
+
+def _checked(key: str) -> Callable[[str], str]:
+    """A prompt value processor that re-asks while the answer breaks the config rule for ``key``."""
+    def process(value: str) -> str:
+        problem = check_value(key, value.strip()) if value.strip() else None
+        if problem:
+            raise click.UsageError(problem)
+        return value.strip()
+    return process
+
+
+def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: bool = False) -> str:
+    if optional:
+        return click.prompt(text, default=default or "", show_default=bool(default) and not secret,
+                            hide_input=secret, value_proc=_checked(key))
+    return click.prompt(text, default=default, hide_input=secret, value_proc=_checked(key))
+
+
+@click.command("setup")
+@click.option("--name", help="The automaton's name.")
+@click.option("--genesis-prompt", help="Its purpose, in a sentence or a page.")
+@click.option("--genesis-prompt-file", type=click.File("r"), help="Read the genesis prompt from a file.")
+@click.option("--creator-address", help="Your 0x address: the creator.")
+@click.option("--creator-message", help="A message the automaton reads on its first run.")
+@click.option("--sandbox-id", help="Conway sandbox id; empty for local mode (default: detected).")
+@click.option("--conway-api-url", help=f"Conway API base URL (default {DEFAULTS['conwayApiUrl']}).")
+@click.option("--openai-base-url", help="Base URL of any OpenAI-compatible server (llama.cpp, vLLM, Ollama).")
+@click.option("--inference-model", help=f"Model for normal turns (default {DEFAULTS['inferenceModel']}).")
+@click.option("--conway-api-key", help="Conway API key (prefer `automaton-min provision`).")
+@click.option("--openai-api-key", help="OpenAI (or compatible server) API key.")
+@click.option("--anthropic-api-key", help="Anthropic API key.")
+@click.option("--yes", "-y", is_flag=True, help="Ask nothing: use the flags, the current config and the defaults.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, **flags: Any) -> None:
+    """Write automaton.json, SOUL.md and constitution.md, creating the wallet if needed."""
+    home = home_of(ctx)
+    if genesis_prompt_file is not None:
+        flags["genesis_prompt"] = genesis_prompt_file.read()
+    current = existing_config_values(home)
+    answers = {
+        "name": flags["name"] or current.get("name"),
+        "genesis_prompt": flags["genesis_prompt"] or current.get("genesisPrompt"),
+        "creator_address": flags["creator_address"] or current.get("creatorAddress"),
+    }
+    optional = {k: v for k, v in flags.items() if k not in answers}
+    if yes:
+        missing = [flag for key, flag in REQUIRED if not answers[key]]
+        if missing:
+            raise UserError(f"setup --yes needs {', '.join(missing)}")
+        if optional["sandbox_id"] is None and "sandboxId" not in current:
+            optional["sandbox_id"] = detect_sandbox_id()
+    else:
+        try:
+            answers.update(_interview(answers, optional, current))
+        except click.Abort:
+            raise UserError("setup stopped before every answer was given; run it again, or pass the values as flags with --yes") from None
+
+    result = setup_agent(home, SetupAnswers(**answers, **optional))
+    if as_json:
+        emit_json({"name": result.name, "address": result.address, "home": str(result.home),
+                   "walletCreated": result.wallet_created, "written": result.written})
+        return
+    click.echo(f"{result.name} is set up in {result.home}")
+    emit_rows([("address", result.address), ("wallet", "created" if result.wallet_created else "kept"),
+               ("wrote", ", ".join(result.written))])
+    click.echo(f"Fund {result.address} with USDC on Base, then check it with: automaton-min status")
+
+
+def _interview(answers: dict[str, Any], optional: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """Ask for every value not given as a flag, offering the current one as the default."""
+    asked = {
+        "name": _ask("Name", answers["name"], "name"),
+        "genesis_prompt": _ask("Genesis prompt (its purpose)", answers["genesis_prompt"], "genesisPrompt"),
+        "creator_address": _ask("Creator address (0x...)", answers["creator_address"], "creatorAddress"),
+    }
+    prompts = (
+        ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
+        ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),
+        ("inference_model", "Inference model", "inferenceModel", False),
+        ("openai_base_url", "OpenAI-compatible base URL (optional)", "openaiBaseUrl", False),
+        ("openai_api_key", "OpenAI API key (optional)", "openaiApiKey", True),
+        ("anthropic_api_key", "Anthropic API key (optional)", "anthropicApiKey", True),
+        ("conway_api_key", "Conway API key (optional)", "conwayApiKey", True),
+    )
+    defaults = {"sandbox_id": current.get("sandboxId", detect_sandbox_id()),
+                "inference_model": current.get("inferenceModel", DEFAULTS["inferenceModel"])}
+    for field, text, key, secret in prompts:
+        if optional[field] is None:
+            default = defaults.get(field, "" if secret else current.get(key, ""))
+            optional[field] = _ask(text, default, key, secret=secret, optional=True) or (None if secret else "")
+    return asked

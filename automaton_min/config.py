@@ -1,0 +1,337 @@
+"""The configuration in ``automaton.json``: defaults, loading, validation, saving, redaction.
+
+Keys and defaults are the reference runtime's, so an existing ``automaton.json``
+loads unchanged; ``openaiBaseUrl`` is added for any OpenAI-compatible server.
+Defaults are deep-merged under the file, and keys this project does not know
+survive a load/save round trip.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from automaton_min import __version__
+from automaton_min.errors import ConfigError
+from automaton_min.fileio import atomic_write
+from automaton_min.home import Home
+
+DEFAULT_TREASURY_POLICY: dict[str, Any] = {
+    "maxSingleTransferCents": 5000,
+    "maxHourlyTransferCents": 10000,
+    "maxDailyTransferCents": 25000,
+    "minimumReserveCents": 1000,
+    "maxX402PaymentCents": 100,
+    "x402AllowedDomains": ["conway.tech"],
+    "transferCooldownMs": 0,
+    "maxTransfersPerTurn": 2,
+    "maxInferenceDailyCents": 50000,
+    "requireConfirmationAboveCents": 1000,
+}
+
+DEFAULT_MODEL_STRATEGY: dict[str, Any] = {
+    "inferenceModel": "gpt-5.2",
+    "lowComputeModel": "gpt-5-mini",
+    "criticalModel": "gpt-5-mini",
+    "maxTokensPerTurn": 4096,
+    "hourlyBudgetCents": 0,
+    "sessionBudgetCents": 0,
+    "perCallCeilingCents": 0,
+    "enableModelFallback": True,
+    "anthropicApiVersion": "2023-06-01",
+}
+
+DEFAULT_SOUL_CONFIG: dict[str, Any] = {
+    "soulAlignmentThreshold": 0.5,
+    "requireCreatorApprovalForPurposeChange": False,
+    "enableSoulReflection": True,
+}
+
+DEFAULTS: dict[str, Any] = {
+    "conwayApiUrl": "https://api.conway.tech",
+    "inferenceModel": "gpt-5.2",
+    "maxTokensPerTurn": 4096,
+    "heartbeatConfigPath": "~/.automaton/heartbeat.yml",
+    "dbPath": "~/.automaton/state.db",
+    "logLevel": "info",
+    "version": __version__,
+    "skillsDir": "~/.automaton/skills",
+    "maxChildren": 3,
+    "maxTurnsPerCycle": 25,
+    "childSandboxMemoryMb": 1024,
+    "socialRelayUrl": "https://social.conway.tech",
+    "chainType": "evm",
+    "treasuryPolicy": DEFAULT_TREASURY_POLICY,
+    "modelStrategy": DEFAULT_MODEL_STRATEGY,
+    "soulConfig": DEFAULT_SOUL_CONFIG,
+}
+
+# Environment variables that override a key for this process only (never saved).
+ENV_OVERRIDES: dict[str, str] = {
+    "CONWAY_API_KEY": "conwayApiKey",
+    "OLLAMA_BASE_URL": "ollamaBaseUrl",
+    "AUTOMATON_RPC_URL": "rpcUrl",
+    "SOCIAL_RELAY_URL": "socialRelayUrl",
+}
+
+SECRET_KEYS = frozenset({"conwayApiKey", "openaiApiKey", "anthropicApiKey"})
+LOG_LEVELS = ("debug", "info", "warn", "warning", "error", "fatal")
+
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")
+
+Rule = Callable[[Any], "str | None"]
+
+
+def _text(max_len: int = 100_000, required: bool = False) -> Rule:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return "expected a string"
+        if required and not value.strip():
+            return "expected a non-empty string"
+        if len(value) > max_len:
+            return f"expected at most {max_len} characters"
+        return None
+    return check
+
+
+def _address(value: Any) -> str | None:
+    if not isinstance(value, str) or not _ADDRESS.match(value):
+        return "expected a 0x-prefixed 40-hex-digit address"
+    return None
+
+
+def _url(value: Any) -> str | None:
+    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value):
+        return "expected an http:// or https:// URL"
+    return None
+
+
+def _integer(low: int, high: int) -> Rule:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return f"expected a whole number from {low} to {high}"
+        return None
+    return check
+
+
+def _number(low: float, high: float) -> Rule:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            return f"expected a number from {low} to {high}"
+        return None
+    return check
+
+
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "expected true or false"
+
+
+def _choice(*options: str) -> Rule:
+    def check(value: Any) -> str | None:
+        return None if value in options else f"expected one of {', '.join(options)}"
+    return check
+
+
+def _chain_type(value: Any) -> str | None:
+    if value == "solana":
+        return "solana is not supported by automaton-min; only evm"
+    return _choice("evm")(value)
+
+
+def _domains(value: Any) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(d, str) and _DOMAIN.match(d) for d in value):
+        return 'expected a list of domain names like ["conway.tech"]'
+    return None
+
+
+_CENTS = _integer(0, 10**12)
+
+RULES: dict[str, Rule] = {
+    "name": _text(64, required=True),
+    "genesisPrompt": _text(20_000),
+    "creatorMessage": _text(20_000),
+    "creatorAddress": _address,
+    "walletAddress": _address,
+    "parentAddress": _address,
+    "sandboxId": _text(200),
+    "agentId": _text(200),
+    "conwayApiUrl": _url,
+    "socialRelayUrl": _url,
+    "openaiBaseUrl": _url,
+    "ollamaBaseUrl": _url,
+    "rpcUrl": _url,
+    "conwayApiKey": _text(1000),
+    "openaiApiKey": _text(1000),
+    "anthropicApiKey": _text(1000),
+    "registeredWithConway": _boolean,
+    "inferenceModel": _text(200, required=True),
+    "maxTokensPerTurn": _integer(1, 1_000_000),
+    "maxTurnsPerCycle": _integer(1, 10_000),
+    "maxChildren": _integer(0, 100),
+    "childSandboxMemoryMb": _integer(1, 1 << 20),
+    "logLevel": _choice(*LOG_LEVELS),
+    "chainType": _chain_type,
+    "heartbeatConfigPath": _text(4096, required=True),
+    "dbPath": _text(4096, required=True),
+    "skillsDir": _text(4096, required=True),
+    "version": _text(100),
+    **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY if k != "x402AllowedDomains"},
+    "treasuryPolicy.x402AllowedDomains": _domains,
+    "modelStrategy.inferenceModel": _text(200, required=True),
+    "modelStrategy.lowComputeModel": _text(200, required=True),
+    "modelStrategy.criticalModel": _text(200, required=True),
+    "modelStrategy.maxTokensPerTurn": _integer(1, 1_000_000),
+    "modelStrategy.hourlyBudgetCents": _CENTS,
+    "modelStrategy.sessionBudgetCents": _CENTS,
+    "modelStrategy.perCallCeilingCents": _CENTS,
+    "modelStrategy.enableModelFallback": _boolean,
+    "modelStrategy.anthropicApiVersion": _text(100, required=True),
+    "soulConfig.soulAlignmentThreshold": _number(0, 1),
+    "soulConfig.requireCreatorApprovalForPurposeChange": _boolean,
+    "soulConfig.enableSoulReflection": _boolean,
+}
+
+_SECTIONS = ("treasuryPolicy", "modelStrategy", "soulConfig")
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` laid on top of ``base``; nested objects merge key by key, ``None`` leaves the base."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        elif value is not None or key not in merged:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def validate(data: Mapping[str, Any]) -> None:
+    """Raise ``ConfigError`` naming the first key that breaks its rule."""
+    for section in _SECTIONS:
+        if section in data and not isinstance(data[section], Mapping):
+            raise ConfigError(f"{section}: expected an object")
+    for dotted, rule in RULES.items():
+        value = _lookup(data, dotted)
+        if value is None:
+            continue
+        problem = rule(value)
+        if problem:
+            shown = "" if dotted.split(".")[-1] in SECRET_KEYS else f" (got {_preview(value)})"
+            raise ConfigError(f"{dotted}: {problem}{shown}")
+
+
+def check_value(key: str, value: Any) -> str | None:
+    """The rule ``key`` breaks with ``value`` (``"expected ..."``), or ``None`` when it is fine."""
+    rule = RULES.get(key)
+    return rule(value) if rule else None
+
+
+def _lookup(data: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _preview(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class Config:
+    """A loaded configuration.
+
+    ``stored`` is what ``automaton.json`` holds (defaults merged under it); ``values``
+    adds the process-only layers (environment overrides, the provisioned API key).
+    """
+
+    stored: dict[str, Any]
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.values.get(key)
+        return default if value is None else value
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective values with every secret masked."""
+        return {k: (redact_secret(v) if k in SECRET_KEYS and v else v) for k, v in self.values.items()}
+
+
+def redact_secret(secret: str) -> str:
+    """Mask a secret, keeping its last four characters when it is long enough to spare them."""
+    return "****" + secret[-4:] if len(secret) >= 16 else "****"
+
+
+def _read_json_object(path: Path, label: str) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except PermissionError:
+        raise ConfigError(f"{path}: permission denied; check its owner and mode") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); fix the file or run: automaton-min setup") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level of {label}")
+    return data
+
+
+def load_config(home: Home, environ: Mapping[str, str] | None = None) -> Config:
+    """Load, merge and validate ``automaton.json`` from ``home``; raise ``ConfigError`` on any problem."""
+    environ = os.environ if environ is None else environ
+    path = home.config_path
+    if not path.exists():
+        raise ConfigError(f"no configuration at {path}; run: automaton-min setup")
+    file_data = _read_json_object(path, "automaton.json")
+    stored = deep_merge(DEFAULTS, file_data)
+    try:
+        validate(stored)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+    values = copy.deepcopy(stored)
+    if not values.get("conwayApiKey") and home.api_key_path.exists():
+        provisioned = _read_json_object(home.api_key_path, "config.json").get("apiKey")
+        if isinstance(provisioned, str) and provisioned:
+            values["conwayApiKey"] = provisioned
+    for env_name, key in ENV_OVERRIDES.items():
+        if environ.get(env_name):
+            values[key] = environ[env_name]
+    try:
+        validate(values)
+    except ConfigError as exc:
+        raise ConfigError(f"environment override: {exc}") from None
+    return Config(stored=stored, values=values)
+
+
+def config_from(data: Mapping[str, Any]) -> Config:
+    """Build a validated ``Config`` from a mapping (as ``setup`` does before saving)."""
+    stored = deep_merge(DEFAULTS, data)
+    validate(stored)
+    return Config(stored=stored, values=copy.deepcopy(stored))
+
+
+def save_config(home: Home, config: Config) -> None:
+    """Write the stored layer of ``config`` to ``automaton.json`` atomically with mode 0600."""
+    validate(config.stored)
+    atomic_write(home.config_path, orjson.dumps(config.stored, option=orjson.OPT_INDENT_2) + b"\n", 0o600)
+
+
+def db_path(home: Home, config: Config | None) -> Path:
+    """Where ``state.db`` lives for this home and config."""
+    if config is None:
+        return home.default_db_path
+    return home.resolve(config.get("dbPath", DEFAULTS["dbPath"]))

@@ -1,0 +1,54 @@
+"""Atomic, permission-aware file writes and permission checks."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temp file, fsync and rename.
+
+    The temp file gets ``mode`` before any byte is written, so a secret is never
+    readable by others, even briefly. With ``replace=False`` an existing file is
+    left alone and ``FileExistsError`` is raised (no-clobber via ``link``).
+    """
+    path = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if replace:
+            os.replace(tmp_name, path)
+        else:
+            os.link(tmp_name, path)
+            os.unlink(tmp_name)
+        tmp_name = None
+        fsync_dir(path.parent)
+    finally:
+        if tmp_name is not None and os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory entry so a rename survives power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_mode(path: Path) -> int:
+    """The permission bits of ``path`` (e.g. ``0o600``)."""
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def open_to_others(path: Path) -> bool:
+    """True when group or others have any access to ``path``."""
+    return bool(file_mode(path) & 0o077)

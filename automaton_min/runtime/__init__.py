@@ -1,0 +1,1 @@
+"""Running the automaton: bootstrap, status, health checks (and later threads, scheduler, signals)."""

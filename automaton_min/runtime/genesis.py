@@ -1,0 +1,144 @@
+"""Bringing an automaton into being: ``init`` (home + wallet) and ``setup`` (config, soul, constitution, identity)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from automaton_min.agent.constitution import CONSTITUTION
+from automaton_min.agent.soul import initial_soul
+from automaton_min.chain.wallet import Wallet, ensure_wallet
+from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.config import config_from, db_path, save_config
+from automaton_min.errors import ConfigError
+from automaton_min.fileio import atomic_write
+from automaton_min.home import Home
+from automaton_min.ids import new_ulid
+from automaton_min.store.db import open_database
+from automaton_min.store.identity import write_identity
+
+SANDBOX_FILE = Path("/etc/conway/sandbox.json")
+
+
+@dataclass
+class SetupAnswers:
+    """What the setup wizard (or its flags) decided. ``None`` leaves the current value."""
+
+    name: str
+    genesis_prompt: str
+    creator_address: str
+    creator_message: str | None = None
+    sandbox_id: str | None = None
+    conway_api_url: str | None = None
+    openai_base_url: str | None = None
+    inference_model: str | None = None
+    conway_api_key: str | None = None
+    openai_api_key: str | None = None
+    anthropic_api_key: str | None = None
+
+    def config_values(self) -> dict[str, Any]:
+        """These answers as ``automaton.json`` keys (unanswered ones left out)."""
+        values = {
+            "name": self.name.strip(),
+            "genesisPrompt": self.genesis_prompt,
+            "creatorAddress": self.creator_address.strip(),
+            "creatorMessage": self.creator_message,
+            "sandboxId": self.sandbox_id.strip() if self.sandbox_id is not None else None,
+            "conwayApiUrl": self.conway_api_url,
+            "openaiBaseUrl": self.openai_base_url,
+            "inferenceModel": self.inference_model,
+            "conwayApiKey": self.conway_api_key,
+            "openaiApiKey": self.openai_api_key,
+            "anthropicApiKey": self.anthropic_api_key,
+        }
+        return {k: v for k, v in values.items() if v not in (None, "") or k == "sandboxId" and v == ""}
+
+
+@dataclass
+class SetupResult:
+    home: Path
+    name: str
+    address: str
+    wallet_created: bool
+    written: list[str] = field(default_factory=list)
+
+
+def detect_sandbox_id(environ: dict[str, str] | None = None) -> str:
+    """The Conway sandbox this runs in, if any: ``CONWAY_SANDBOX_ID``, then ``/etc/conway/sandbox.json``."""
+    environ = dict(os.environ) if environ is None else environ
+    if environ.get("CONWAY_SANDBOX_ID"):
+        return environ["CONWAY_SANDBOX_ID"].strip()
+    try:
+        data = orjson.loads(SANDBOX_FILE.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ""
+    sandbox = data.get("id") if isinstance(data, dict) else None
+    return sandbox.strip() if isinstance(sandbox, str) else ""
+
+
+def init_home(home: Home, now: Clock = system_now) -> tuple[Wallet, bool]:
+    """Create the home (0700) and its wallet if missing. Returns (wallet, created)."""
+    home.ensure()
+    return ensure_wallet(home.wallet_path, now)
+
+
+def existing_config_values(home: Home) -> dict[str, Any]:
+    """What ``automaton.json`` holds now, unvalidated (so setup can repair a broken value)."""
+    if not home.config_path.exists():
+        return {}
+    try:
+        data = orjson.loads(home.config_path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{home.config_path} is not valid JSON ({exc}); fix it or move it aside, then run setup again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{home.config_path}: expected a JSON object; fix it or move it aside")
+    return data
+
+
+def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> SetupResult:
+    """Write ``automaton.json``, ``SOUL.md``, ``constitution.md`` and the identity rows.
+
+    Everything is validated before the first file is touched, so a bad answer
+    changes nothing. Re-running setup updates the answers and keeps every other
+    key; an existing ``SOUL.md`` (the agent's own) and ``constitution.md`` stay as they are.
+    """
+    values = {**existing_config_values(home), **answers.config_values()}
+    if answers.inference_model:
+        values["modelStrategy"] = {**(values.get("modelStrategy") or {}), "inferenceModel": answers.inference_model}
+    values["registeredWithConway"] = bool(values.get("conwayApiKey")) or bool(values.get("registeredWithConway"))
+    config_from({k: v for k, v in values.items() if k != "walletAddress"})  # fail before touching any file
+
+    wallet, wallet_created = init_home(home, now)
+    values["walletAddress"] = wallet.address
+    config = config_from(values)
+    save_config(home, config)
+    written = [home.config_path.name]
+
+    if not home.soul_path.exists():
+        soul = initial_soul(config["name"], wallet.address, config["creatorAddress"], config.get("genesisPrompt", ""))
+        atomic_write(home.soul_path, soul.encode(), 0o600)
+        written.append(home.soul_path.name)
+    if not home.constitution_path.exists():
+        atomic_write(home.constitution_path, CONSTITUTION.encode(), 0o444)
+        written.append(home.constitution_path.name)
+
+    with open_database(db_path(home, config), now=now) as db, db.transaction():
+        write_identity(
+            db,
+            {
+                "name": config["name"],
+                "address": wallet.address,
+                "creator": config["creatorAddress"],
+                "chainType": "evm",
+                "sandbox": config.get("sandboxId", ""),
+                "createdAt": to_iso(now()),
+                "automatonId": new_ulid(now()),
+            },
+            keep_existing=("createdAt", "automatonId"),
+        )
+    written.append(db_path(home, config).name)
+    return SetupResult(home.root, config["name"], wallet.address, wallet_created, written)

@@ -1,0 +1,171 @@
+"""The one way to open ``state.db``: PRAGMAs for an SD card, a quick check, migrations.
+
+Each thread opens its own ``Database`` (WAL allows many readers and one writer;
+the busy timeout makes writers wait their turn instead of failing).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from automaton_min.clock import Clock, system_now
+from automaton_min.errors import DatabaseError
+from automaton_min.store.migrations import MIGRATIONS, Migration, migrate
+
+BUSY_TIMEOUT_MS = 5000
+
+# Chosen for a Raspberry Pi on an SD card: WAL appends sequentially; NORMAL syncs
+# only at checkpoints (a crash never corrupts, a power cut may drop the last
+# commits, so money paths commit with ``durable=True``); temp tables in RAM; a
+# bounded page cache; the WAL truncated back to 4 MiB; no mmap (an I/O error on a
+# mapped page kills the process).
+PRAGMAS: tuple[tuple[str, object], ...] = (
+    ("journal_mode", "wal"),
+    ("synchronous", "NORMAL"),
+    ("foreign_keys", "ON"),
+    ("temp_store", "MEMORY"),
+    ("cache_size", -4096),
+    ("journal_size_limit", 4 * 1024 * 1024),
+    ("mmap_size", 0),
+    ("wal_autocheckpoint", 1000),
+)
+
+Row = tuple[Any, ...]
+
+
+class Database:
+    """An open ``state.db`` connection with small query helpers and transactions."""
+
+    def __init__(self, connection: apsw.Connection, path: Path) -> None:
+        self.connection = connection
+        self.path = path
+        self._depth = 0
+        self._owner = threading.get_ident()
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> apsw.Cursor:
+        """Run one statement."""
+        return self.connection.execute(sql, params)
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        """All rows of a query as tuples."""
+        return list(self.connection.execute(sql, params))
+
+    def query_one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+        """The first row of a query, or ``None``."""
+        for row in self.connection.execute(sql, params):
+            return row
+        return None
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = (), default: Any = None) -> Any:
+        """The first column of the first row, or ``default``."""
+        row = self.query_one(sql, params)
+        return default if row is None else row[0]
+
+    @contextmanager
+    def transaction(self, *, durable: bool = False) -> Iterator["Database"]:
+        """Commit everything in the block at once, or nothing if it raises.
+
+        The outermost block takes the write lock up front (``BEGIN IMMEDIATE``);
+        nested blocks are savepoints. ``durable=True`` syncs the commit to disk
+        before returning (``synchronous=FULL`` for this commit), for records that
+        must survive a power cut, such as payment intents.
+        """
+        if threading.get_ident() != self._owner:
+            raise RuntimeError("a Database belongs to the thread that opened it")
+        if self._depth:
+            savepoint = f"sp{self._depth}"
+            self.connection.execute(f"SAVEPOINT {savepoint}")
+            self._depth += 1
+            try:
+                yield self
+            except BaseException:
+                self.connection.execute(f"ROLLBACK TO {savepoint}; RELEASE {savepoint}")
+                raise
+            else:
+                self.connection.execute(f"RELEASE {savepoint}")
+            finally:
+                self._depth -= 1
+            return
+
+        if durable:
+            self.connection.execute("PRAGMA synchronous=FULL")
+        self.connection.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        else:
+            self.connection.execute("COMMIT")
+        finally:
+            self._depth = 0
+            if durable:
+                self.connection.execute("PRAGMA synchronous=NORMAL")
+
+    def pragma(self, name: str) -> Any:
+        """The current value of a PRAGMA."""
+        return self.scalar(f"PRAGMA {name}")
+
+    def integrity_check(self) -> list[str]:
+        """The full ``PRAGMA integrity_check`` (slow on big files): ``["ok"]`` when healthy."""
+        return [row[0] for row in self.query("PRAGMA integrity_check")]
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_database(
+    path: Path,
+    *,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    now: Clock = system_now,
+) -> Database:
+    """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it."""
+    path = Path(path)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    try:
+        connection = apsw.Connection(str(path))
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        db = Database(connection, path)
+        _apply_pragmas(db)
+        problems = [row[0] for row in db.query("PRAGMA quick_check")]
+    except apsw.Error as exc:
+        raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
+    if problems != ["ok"]:
+        db.close()
+        raise DatabaseError(f"{path} failed its quick check ({problems[0]}); run: automaton-min doctor")
+    try:
+        migrate(db, migrations, now)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _apply_pragmas(db: Database) -> None:
+    for name, value in PRAGMAS:
+        db.execute(f"PRAGMA {name}={value}")
+    mode = db.pragma("journal_mode")
+    if str(mode).lower() != "wal":
+        raise apsw.CantOpenError(f"journal_mode is {mode}, expected wal")
+
+
+def _describe(exc: apsw.Error) -> str:
+    text = str(exc)
+    return text.split(": ", 1)[-1] if ": " in text else text or type(exc).__name__
+

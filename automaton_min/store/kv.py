@@ -1,0 +1,28 @@
+"""The ``kv`` table: small named values (agent state, timers, cursors)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from automaton_min.clock import to_iso
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+
+def get_value(db: "Database", key: str) -> str | None:
+    """The value stored under ``key``, or ``None``."""
+    return db.scalar("SELECT value FROM kv WHERE key = ?", (key,))
+
+
+def set_value(db: "Database", key: str, value: str, now_ms: int) -> None:
+    """Store ``value`` under ``key``, stamping ``updated_at``."""
+    db.execute(
+        "INSERT INTO kv (key, value, updated_at) VALUES (?, ?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        (key, value, to_iso(now_ms)),
+    )
+
+
+def delete_value(db: "Database", key: str) -> None:
+    db.execute("DELETE FROM kv WHERE key = ?", (key,))

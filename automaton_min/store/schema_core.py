@@ -1,0 +1,101 @@
+"""Core tables: identity, kv, turns, tool_calls, inbox_messages, transactions.
+
+Table and column names are the reference runtime's. Column defaults write the one
+stored timestamp format, but the code always passes its own timestamps (from the
+injected clock), so rows are right even in tables an older runtime created.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from automaton_min.clock import SQL_NOW
+from automaton_min.store.migrations import add_missing_columns, migration, normalize_timestamps
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+CORE_TABLES = f"""
+CREATE TABLE IF NOT EXISTS identity (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated_at TEXT DEFAULT ({SQL_NOW})
+);
+CREATE TABLE IF NOT EXISTS turns (
+    id TEXT PRIMARY KEY,
+    timestamp TEXT NOT NULL,
+    state TEXT NOT NULL,
+    input TEXT,
+    input_source TEXT,
+    thinking TEXT NOT NULL,
+    tool_calls TEXT NOT NULL DEFAULT '[]',
+    token_usage TEXT NOT NULL DEFAULT '{{}}',
+    cost_cents INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT DEFAULT ({SQL_NOW})
+);
+CREATE TABLE IF NOT EXISTS tool_calls (
+    id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL REFERENCES turns(id),
+    name TEXT NOT NULL,
+    arguments TEXT DEFAULT '{{}}',
+    result TEXT DEFAULT '',
+    duration_ms INTEGER DEFAULT 0,
+    error TEXT,
+    created_at TEXT DEFAULT ({SQL_NOW})
+);
+CREATE TABLE IF NOT EXISTS transactions (
+    id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    amount_cents INTEGER,
+    balance_after_cents INTEGER,
+    description TEXT DEFAULT '',
+    created_at TEXT DEFAULT ({SQL_NOW})
+);
+CREATE TABLE IF NOT EXISTS inbox_messages (
+    id TEXT PRIMARY KEY,
+    from_address TEXT NOT NULL,
+    content TEXT NOT NULL,
+    received_at TEXT DEFAULT ({SQL_NOW}),
+    processed_at TEXT,
+    reply_to TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_turns_timestamp ON turns(timestamp);
+CREATE INDEX IF NOT EXISTS idx_turns_state ON turns(state);
+CREATE INDEX IF NOT EXISTS idx_tool_calls_turn ON tool_calls(turn_id);
+CREATE INDEX IF NOT EXISTS idx_transactions_type ON transactions(type);
+CREATE INDEX IF NOT EXISTS idx_inbox_unprocessed ON inbox_messages(received_at) WHERE processed_at IS NULL;
+"""
+
+# Columns the reference added to inbox_messages in its v4; present in every database we hand out.
+INBOX_COLUMNS = {
+    "to_address": "TEXT",
+    "raw_content": "TEXT",
+    "status": "TEXT DEFAULT 'received'",
+    "retry_count": "INTEGER DEFAULT 0",
+    "max_retries": "INTEGER DEFAULT 3",
+}
+
+CORE_TIMESTAMPS = {
+    "schema_version": ("applied_at",),
+    "kv": ("updated_at",),
+    "turns": ("timestamp", "created_at"),
+    "tool_calls": ("created_at",),
+    "transactions": ("created_at",),
+    "inbox_messages": ("received_at", "processed_at"),
+}
+
+
+@migration(100, "core_tables")
+def create_core_tables(db: "Database") -> None:
+    db.execute(CORE_TABLES)
+    add_missing_columns(db, "inbox_messages", INBOX_COLUMNS)
+
+
+@migration(101, "one_timestamp_format")
+def normalize_core_timestamps(db: "Database") -> None:
+    for table, columns in CORE_TIMESTAMPS.items():
+        normalize_timestamps(db, table, columns)
