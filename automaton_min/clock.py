@@ -19,7 +19,7 @@ Clock = Callable[[], int]
 SQL_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_STORED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_STORED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
 def system_now() -> int:
@@ -46,4 +46,4 @@ def from_iso(text: str) -> int:
 
 def is_stored_format(text: str) -> bool:
     """True when ``text`` is already in the one stored format."""
-    return bool(_STORED.match(text))
+    return bool(_STORED.fullmatch(text))

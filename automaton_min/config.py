@@ -83,8 +83,8 @@ ENV_OVERRIDES: dict[str, str] = {
 SECRET_KEYS = frozenset({"conwayApiKey", "openaiApiKey", "anthropicApiKey"})
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error", "fatal")
 
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+_DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
 
 Rule = Callable[[Any], "str | None"]
 
@@ -102,13 +102,13 @@ def _text(max_len: int = 100_000, required: bool = False) -> Rule:
 
 
 def _address(value: Any) -> str | None:
-    if not isinstance(value, str) or not _ADDRESS.match(value):
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
         return "expected a 0x-prefixed 40-hex-digit address"
     return None
 
 
 def _url(value: Any) -> str | None:
-    if not isinstance(value, str) or not re.match(r"^https?://[^\s/]+", value):
+    if not isinstance(value, str) or not re.match(r"https?://[^\s/]+\S*\Z", value):
         return "expected an http:// or https:// URL"
     return None
 
@@ -146,7 +146,7 @@ def _chain_type(value: Any) -> str | None:
 
 
 def _domains(value: Any) -> str | None:
-    if not isinstance(value, list) or not all(isinstance(d, str) and _DOMAIN.match(d) for d in value):
+    if not isinstance(value, list) or not all(isinstance(d, str) and _DOMAIN.fullmatch(d) for d in value):
         return 'expected a list of domain names like ["conway.tech"]'
     return None
 
@@ -275,17 +275,17 @@ def redact_secret(secret: str) -> str:
     return "****" + secret[-4:] if len(secret) >= 16 else "****"
 
 
-def _read_json_object(path: Path, label: str) -> dict[str, Any]:
+def _read_json_object(path: Path, fix: str) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
-    except PermissionError:
-        raise ConfigError(f"{path}: permission denied; check its owner and mode") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}); {fix}") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); fix the file or run: automaton-min setup") from None
+        raise ConfigError(f"{path} is not valid JSON ({exc}); {fix}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level of {label}")
+        raise ConfigError(f"{path}: expected a JSON object at the top level; {fix}")
     return data
 
 
@@ -295,7 +295,7 @@ def load_config(home: Home, environ: Mapping[str, str] | None = None) -> Config:
     path = home.config_path
     if not path.exists():
         raise ConfigError(f"no configuration at {path}; run: automaton-min setup")
-    file_data = _read_json_object(path, "automaton.json")
+    file_data = _read_json_object(path, "fix the file or run: automaton-min setup")
     stored = deep_merge(DEFAULTS, file_data)
     try:
         validate(stored)
@@ -304,16 +304,15 @@ def load_config(home: Home, environ: Mapping[str, str] | None = None) -> Config:
 
     values = copy.deepcopy(stored)
     if not values.get("conwayApiKey") and home.api_key_path.exists():
-        provisioned = _read_json_object(home.api_key_path, "config.json").get("apiKey")
+        provisioned = _read_json_object(home.api_key_path, "fix it or provision the API key again").get("apiKey")
         if isinstance(provisioned, str) and provisioned:
             values["conwayApiKey"] = provisioned
     for env_name, key in ENV_OVERRIDES.items():
         if environ.get(env_name):
+            problem = check_value(key, environ[env_name])
+            if problem:
+                raise ConfigError(f"environment variable {env_name} ({key}): {problem}; fix or unset it")
             values[key] = environ[env_name]
-    try:
-        validate(values)
-    except ConfigError as exc:
-        raise ConfigError(f"environment override: {exc}") from None
     return Config(stored=stored, values=values)
 
 

@@ -67,10 +67,14 @@ class Home:
     def exists(self) -> bool:
         return self.root.is_dir()
 
-    def ensure(self) -> None:
-        """Create the home directory with mode 0700 (parents as needed)."""
+    def check_not_a_file(self) -> None:
+        """Refuse a home path that exists as something other than a directory."""
         if self.root.exists() and not self.root.is_dir():
             raise UserError(f"home {self.root} exists but is not a directory; pass --home with a directory path")
+
+    def ensure(self) -> None:
+        """Create the home directory with mode 0700 (parents as needed)."""
+        self.check_not_a_file()
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except PermissionError:
@@ -80,5 +84,6 @@ class Home:
 
     def require(self) -> None:
         """Fail with a one-line hint when the home has not been set up."""
+        self.check_not_a_file()
         if not self.config_path.exists():
             raise UserError(f"no automaton is set up in {self.root}; run: automaton-min setup")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_HEX_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_HEX_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")  # used with fullmatch: `$` would let a trailing newline through
 
 
 def keccak256(data: bytes) -> bytes:
@@ -21,7 +21,7 @@ def to_checksum_address(address: bytes | str) -> str:
             raise ValueError("an address is 20 bytes")
         lower = address.hex()
     else:
-        if not _HEX_ADDRESS.match(address):
+        if not _HEX_ADDRESS.fullmatch(address):
             raise ValueError("expected a 0x-prefixed 40-hex-digit address")
         lower = address[2:].lower()
     digest = keccak256(lower.encode("ascii")).hex()
@@ -30,7 +30,7 @@ def to_checksum_address(address: bytes | str) -> str:
 
 def is_address(text: str) -> bool:
     """True for a 0x-prefixed 40-hex-digit string (any case)."""
-    return bool(_HEX_ADDRESS.match(text))
+    return bool(_HEX_ADDRESS.fullmatch(text))
 
 
 def address_from_public_key(public_key: bytes) -> str:

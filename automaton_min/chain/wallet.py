@@ -21,7 +21,7 @@ from automaton_min.observe.log import get_logger, register_secret
 
 SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
-_PRIVATE_KEY = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_PRIVATE_KEY = re.compile(r"0x[0-9a-fA-F]{64}")  # used with fullmatch: `$` would let a trailing newline through
 
 log = get_logger(__name__)
 
@@ -73,6 +73,8 @@ def load_wallet(path: Path) -> Wallet:
     """Read ``wallet.json``; refuse files others can read, Solana wallets and malformed keys."""
     if not path.exists():
         raise WalletError(f"no wallet at {path}; run: automaton-min init")
+    if not path.is_file():
+        raise WalletError(f"{path} is not a file; move it aside and run: automaton-min init")
     if open_to_others(path):
         raise WalletError(
             f"{path} is readable by group or others (mode {file_mode(path):04o}); fix it with: chmod 600 {path}"
@@ -87,11 +89,14 @@ def load_wallet(path: Path) -> Wallet:
         raise WalletError(f"{path}: expected a JSON object")
     chain_type = data.get("chainType", "evm")
     if chain_type == "solana":
-        raise WalletError(f"{path} holds a Solana wallet; automaton-min supports EVM wallets only")
+        raise WalletError(
+            f"{path} holds a Solana wallet and automaton-min supports EVM wallets only;"
+            " use another --home, or move wallet.json aside and run: automaton-min init"
+        )
     if chain_type != "evm":
         raise WalletError(f'{path}: chainType: expected "evm"')
     raw_key = data.get("privateKey")
-    if not isinstance(raw_key, str) or not _PRIVATE_KEY.match(raw_key):
+    if not isinstance(raw_key, str) or not _PRIVATE_KEY.fullmatch(raw_key):
         raise WalletError(f"{path}: privateKey: expected 0x followed by 64 hex digits")
     created_at = data.get("createdAt") if isinstance(data.get("createdAt"), str) else None
     try:

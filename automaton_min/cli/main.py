@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -22,8 +23,25 @@ class CommandFailed(click.ClickException):
         self.exit_code = exit_code
 
 
+# Command name -> module defining ``command``; a module is imported only when its command runs.
+COMMANDS = {
+    "init": "automaton_min.cli.init_cmd",
+    "setup": "automaton_min.cli.setup_cmd",
+    "config": "automaton_min.cli.config_cmd",
+    "status": "automaton_min.cli.status_cmd",
+    "doctor": "automaton_min.cli.doctor_cmd",
+}
+
+
 class AutomatonGroup(click.Group):
-    """A group that turns this project's errors (and I/O failures) into one line and an exit code."""
+    """Loads commands lazily and turns this project's errors (and I/O failures) into one line and an exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = COMMANDS.get(name)
+        return importlib.import_module(module).command if module else None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -55,16 +73,6 @@ def cli(ctx: click.Context, home: Path | None, log_level: str | None) -> None:
     """automaton-min: a small, self-funding AI agent for small devices."""
     ctx.obj = {"home": Home((home or default_home()).expanduser().absolute()), "log_level": log_level}
     configure_logging(log_level or "info", sys.stderr)
-
-
-def _register() -> None:
-    from automaton_min.cli import config_cmd, doctor_cmd, init_cmd, setup_cmd, status_cmd
-
-    for module in (init_cmd, setup_cmd, config_cmd, status_cmd, doctor_cmd):
-        cli.add_command(module.command)
-
-
-_register()
 
 
 def main() -> None:

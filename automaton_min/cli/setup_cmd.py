@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import click
@@ -25,6 +26,7 @@ def _checked(key: str) -> Callable[[str], str]:
 
 
 def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: bool = False) -> str:
+    secret = secret and sys.stdin.isatty()  # hiding needs a terminal; piped answers have no echo to hide
     if optional:
         return click.prompt(text, default=default or "", show_default=bool(default) and not secret,
                             hide_input=secret, value_proc=_checked(key))

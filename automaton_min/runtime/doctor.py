@@ -28,9 +28,12 @@ class Check:
         return asdict(self)
 
 
-def _mode_check(name: str, path: Path, wanted: int, *, exact: bool = False) -> Check:
+def _mode_check(name: str, path: Path, wanted: int, *, exact: bool = False, directory: bool = False) -> Check:
     if not path.exists():
         return Check(name, False, f"{path} is missing", "run: automaton-min setup")
+    if path.is_dir() != directory:
+        kind = "a file" if directory else "a directory"
+        return Check(name, False, f"{path} is {kind}", f"move {path} aside and run: automaton-min setup")
     mode = file_mode(path)
     good = mode == wanted if exact else not mode & 0o077
     detail = f"{path} (mode {mode:04o})"
@@ -40,9 +43,11 @@ def _mode_check(name: str, path: Path, wanted: int, *, exact: bool = False) -> C
 def run_doctor(home: Home) -> list[Check]:
     """Every check, in order; a check that cannot run reports why instead of raising."""
     checks: list[Check] = []
-    if not home.root.is_dir():
+    if home.root.exists() and not home.root.is_dir():
+        return [Check("home", False, f"{home.root} is not a directory", "pass --home with a directory path")]
+    if not home.root.exists():
         return [Check("home", False, f"{home.root} does not exist", "run: automaton-min setup")]
-    checks.append(_mode_check("home", home.root, 0o700))
+    checks.append(_mode_check("home", home.root, 0o700, directory=True))
 
     config: Config | None = None
     config_check = _mode_check("config", home.config_path, 0o600)
@@ -74,7 +79,7 @@ def run_doctor(home: Home) -> list[Check]:
 
 
 def _present(name: str, path: Path) -> Check:
-    if path.exists():
+    if path.is_file():
         return Check(name, True, str(path))
     return Check(name, False, f"{path} is missing", "run: automaton-min setup")
 

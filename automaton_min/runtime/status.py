@@ -17,7 +17,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
     """Name, address, state, turn count and the settings that matter, as one dict."""
     home.require()
     config = config or load_config(home)
-    with open_database(db_path(home, config)) as db:
+    with open_database(db_path(home, config), quick_check=False) as db:
         identity = read_identity(db)
         state = read_agent_state(db)
         turns = count_turns(db)

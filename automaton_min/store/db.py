@@ -17,6 +17,7 @@ import apsw
 
 from automaton_min.clock import Clock, system_now
 from automaton_min.errors import DatabaseError
+from automaton_min.observe.log import get_logger
 from automaton_min.store.migrations import MIGRATIONS, Migration, migrate
 
 BUSY_TIMEOUT_MS = 5000
@@ -38,6 +39,8 @@ PRAGMAS: tuple[tuple[str, object], ...] = (
 )
 
 Row = tuple[Any, ...]
+
+log = get_logger(__name__)
 
 
 class Database:
@@ -80,6 +83,8 @@ class Database:
         if threading.get_ident() != self._owner:
             raise RuntimeError("a Database belongs to the thread that opened it")
         if self._depth:
+            if durable:
+                raise ValueError("durable=True needs the outermost transaction; a savepoint cannot sync on its own")
             savepoint = f"sp{self._depth}"
             self.connection.execute(f"SAVEPOINT {savepoint}")
             self._depth += 1
@@ -96,7 +101,12 @@ class Database:
 
         if durable:
             self.connection.execute("PRAGMA synchronous=FULL")
-        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            self.connection.execute("BEGIN IMMEDIATE")
+        except BaseException:  # e.g. BusyError: do not leave the connection at FULL
+            if durable:
+                self.connection.execute("PRAGMA synchronous=NORMAL")
+            raise
         self._depth = 1
         try:
             yield self
@@ -133,27 +143,35 @@ def open_database(
     *,
     migrations: Sequence[Migration] = MIGRATIONS,
     now: Clock = system_now,
+    quick_check: bool = True,
 ) -> Database:
-    """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it."""
+    """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it.
+
+    ``quick_check`` reads every page, so its cost grows with the file; a short
+    read-only look (``status``) may skip it. The runtime and ``setup`` keep it;
+    ``doctor`` adds the full ``integrity_check``.
+    """
     path = Path(path)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    connection = None
     try:
         connection = apsw.Connection(str(path))
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)
         db = Database(connection, path)
         _apply_pragmas(db)
-        problems = [row[0] for row in db.query("PRAGMA quick_check")]
-    except apsw.Error as exc:
-        raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
-    if problems != ["ok"]:
-        db.close()
-        raise DatabaseError(f"{path} failed its quick check ({problems[0]}); run: automaton-min doctor")
-    try:
+        if quick_check:
+            problems = [row[0] for row in db.query("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise DatabaseError(f"{path} failed its quick check ({problems[0]}); run: automaton-min doctor")
         migrate(db, migrations, now)
-    except BaseException:
-        db.close()
+    except BaseException as exc:
+        if connection is not None:
+            connection.close()
+        if isinstance(exc, apsw.Error):  # damaged file, unreadable schema_version, ...: one line, not a raw apsw error
+            raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
         raise
+    log.debug("opened database", extra={"path": str(path), "quick_check": quick_check})
     return db
 
 

@@ -1,0 +1,101 @@
+"""Shared fixtures: a private home for every test, an injectable clock, the CLI as a real subprocess."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from automaton_min.config import ENV_OVERRIDES
+from automaton_min.home import Home
+from automaton_min.observe.log import ROOT_LOGGER
+
+CREATOR = "0x1234567890AbcdEF1234567890aBcdef12345678"
+START_MS = 1_795_342_530_250  # 2026-11-22T10:15:30.250Z
+
+# Variables that would leak the developer's own setup into a test.
+_SCRUBBED_ENV = (*ENV_OVERRIDES, "CONWAY_SANDBOX_ID", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
+    """Every test gets its own AUTOMATON_HOME (not yet created) and its own $HOME."""
+    root = tmp_path / "automaton-home"
+    monkeypatch.setenv("AUTOMATON_HOME", str(root))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    for name in _SCRUBBED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return Home(root)
+
+
+@pytest.fixture(autouse=True)
+def reset_logging():
+    """Leave the package logger as a fresh process has it after every test."""
+    yield
+    root = logging.getLogger(ROOT_LOGGER)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.NOTSET)
+
+
+class FixedClock:
+    """A clock for code that takes ``now``: returns epoch ms and moves only when told."""
+
+    def __init__(self, start_ms: int = START_MS) -> None:
+        self.ms = start_ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+def _run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:
+    """Run ``python -m automaton_min ARGS`` as a real process with the test's environment."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "automaton_min", *args],
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli():
+    """Call as ``cli("status", "--json")``; returns a ``CliResult`` (code, stdout, stderr)."""
+    return _run_cli
+
+
+@pytest.fixture
+def set_up(cli, home: Home) -> Home:
+    """A home that has been through ``setup --yes`` (via the real CLI)."""
+    result = cli("setup", "--name", "ada", "--genesis-prompt", "Earn your keep.", "--creator-address", CREATOR, "--yes")
+    assert result.code == 0, result.stderr
+    return home
