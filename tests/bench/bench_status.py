@@ -59,6 +59,18 @@ def time_cli(home: Home, *args: str) -> float:
     return median_ms(samples)
 
 
+def peak_rss_mb(home: Home, *args: str) -> float:
+    """Peak resident memory of one CLI run, measured in a fresh child so earlier runs do not count."""
+    code = (
+        "import resource, subprocess, sys;"
+        "subprocess.run([sys.executable, '-m', 'automaton_min', *sys.argv[1:]], check=True, capture_output=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    env = {**os.environ, "AUTOMATON_HOME": str(home.root)}
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True)
+    return int(out.stdout) / 1024
+
+
 def time_in_process(home: Home) -> float:
     config = load_config(home)
     samples = []
@@ -87,6 +99,8 @@ def main() -> None:
 
         full_cli = time_cli(home, "status", "--json")
         full_call = time_in_process(home)
+        rss_status = peak_rss_mb(home, "status", "--json")
+        rss_version = peak_rss_mb(home, "--version")
 
     print(f"insert {TURNS} turns: {fill_s:.2f} s, state.db {size_mb:.1f} MB")
     print(f"automaton-min --version          median {version_ms:7.1f} ms  ({RUNS} runs)")
@@ -94,6 +108,7 @@ def main() -> None:
     print(f"status --json, {TURNS} turns     median {full_cli:7.1f} ms  ratio {full_cli / empty_cli:.2f}x")
     print(f"gather_status(), 0 turns         median {empty_call:7.2f} ms")
     print(f"gather_status(), {TURNS} turns   median {full_call:7.2f} ms  ratio {full_call / empty_call:.2f}x")
+    print(f"peak RSS: --version {rss_version:.1f} MB, status --json ({TURNS} turns) {rss_status:.1f} MB")
 
 
 if __name__ == "__main__":
