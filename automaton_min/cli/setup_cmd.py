@@ -43,7 +43,7 @@ def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: b
 @click.option("--conway-api-url", help=f"Conway API base URL (default {DEFAULTS['conwayApiUrl']}).")
 @click.option("--openai-base-url", help="Base URL of any OpenAI-compatible server (llama.cpp, vLLM, Ollama).")
 @click.option("--inference-model", help=f"Model for normal turns (default {DEFAULTS['inferenceModel']}).")
-@click.option("--conway-api-key", help="Conway API key (prefer `automaton-min provision`).")
+@click.option("--conway-api-key", help="Conway API key.")
 @click.option("--openai-api-key", help="OpenAI (or compatible server) API key.")
 @click.option("--anthropic-api-key", help="Anthropic API key.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: use the flags, the current config and the defaults.")
@@ -69,7 +69,7 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
             optional["sandbox_id"] = detect_sandbox_id()
     else:
         try:
-            answers.update(_interview(answers, optional, current))
+            answers.update(_interview(answers, flags, optional, current))
         except click.Abort:
             raise UserError("setup stopped before every answer was given; run it again, or pass the values as flags with --yes") from None
 
@@ -84,13 +84,12 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
     click.echo(f"Fund {result.address} with USDC on Base, then check it with: automaton-min status")
 
 
-def _interview(answers: dict[str, Any], optional: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[str, Any],
+               current: dict[str, Any]) -> dict[str, Any]:
     """Ask for every value not given as a flag, offering the current one as the default."""
-    asked = {
-        "name": _ask("Name", answers["name"], "name"),
-        "genesis_prompt": _ask("Genesis prompt (its purpose)", answers["genesis_prompt"], "genesisPrompt"),
-        "creator_address": _ask("Creator address (0x...)", answers["creator_address"], "creatorAddress"),
-    }
+    required = (("name", "Name", "name"), ("genesis_prompt", "Genesis prompt (its purpose)", "genesisPrompt"),
+                ("creator_address", "Creator address (0x...)", "creatorAddress"))
+    asked = {field: _ask(text, answers[field], key) for field, text, key in required if flags[field] is None}
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
         ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),

@@ -55,7 +55,8 @@ class SetupAnswers:
             "openaiApiKey": self.openai_api_key,
             "anthropicApiKey": self.anthropic_api_key,
         }
-        return {k: v for k, v in values.items() if v not in (None, "") or k == "sandboxId" and v == ""}
+        # An empty answer keeps the current value, except an empty sandbox id, which means local mode.
+        return {k: v for k, v in values.items() if v is not None and (v != "" or k == "sandboxId")}
 
 
 @dataclass

@@ -495,6 +495,17 @@ def test_interactive_bad_creator_address_asks_again(home):
     assert read_json(home.config_path)["creatorAddress"] == CREATOR
 
 
+def test_interactive_does_not_ask_for_values_given_as_flags(home):
+    answers = interview()[len("ada\n"):]  # no answer for the name: it comes from the flag
+    result = run_detached("setup", "--name", "flagged", input=answers)
+    assert result.code == 0, result.stderr
+    assert "Name" not in result.stdout.split("Genesis prompt")[0]
+    config = read_json(home.config_path)
+    assert config["name"] == "flagged"
+    assert config["genesisPrompt"] == "Earn your keep."
+    assert config["creatorAddress"] == CREATOR
+
+
 def test_interactive_rerun_offers_current_values(set_up):
     """A second interactive run where every answer is empty keeps every value."""
     before = read_json(set_up.config_path)
