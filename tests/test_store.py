@@ -73,6 +73,11 @@ CORE_TIMESTAMP_COLUMNS = {
     "inbox_messages": ("id", ("received_at", "processed_at")),
 }
 
+# Tables (and their indexes) that automaton-min adds beside the reference schema.
+OWN_TABLES = ("payment_intents",)
+OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
+               "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2")
+
 
 # --- helpers (plain sqlite3, independent of the code under test) --------------
 
@@ -334,11 +339,12 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
 
     after = row_counts(reference_v11)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
+    assert {t: after.pop(t) for t in OWN_TABLES} == {t: 0 for t in OWN_TABLES}
     assert after == counts
     assert all(quoted_rows(reference_v11, t) == rows for t, rows in foreign.items())
-    # The schema is untouched but for schema_version's new name column.
+    # The reference's schema is untouched but for schema_version's new name column; our own tables are added.
     changed = {m[1] for m in set(master) ^ set(master_of(reference_v11))}
-    assert changed == {"schema_version"}
+    assert changed == {"schema_version", *OWN_TABLES, *OWN_INDEXES}
     # Inbox rows keep every non-timestamp value.
     keep = lambda rows: [r[:3] + r[5:] for r in rows]  # noqa: E731 - drop received_at, processed_at
     assert keep(quoted_rows(reference_v11, "inbox_messages")) == keep(inbox)
@@ -396,6 +402,7 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
 
     after = row_counts(path)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
+    assert {t: after.pop(t) for t in OWN_TABLES} == {t: 0 for t in OWN_TABLES}
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's later tables appear.

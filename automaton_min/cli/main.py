@@ -30,6 +30,9 @@ COMMANDS = {
     "config": "automaton_min.cli.config_cmd",
     "status": "automaton_min.cli.status_cmd",
     "doctor": "automaton_min.cli.doctor_cmd",
+    "wallet": "automaton_min.cli.wallet_cmd",
+    "provision": "automaton_min.cli.provision_cmd",
+    "topup": "automaton_min.cli.topup_cmd",
 }
 
 

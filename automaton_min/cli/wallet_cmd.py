@@ -1,0 +1,20 @@
+"""``automaton-min wallet``: the address and its USDC balance on Base."""
+
+from __future__ import annotations
+
+import click
+
+from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
+from automaton_min.runtime.money import wallet_report
+
+
+@click.command("wallet")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def command(ctx: click.Context, as_json: bool) -> None:
+    """Show the wallet address and its USDC balance (read from the chain through rpcUrl)."""
+    report = wallet_report(home_of(ctx), load_config_for(ctx))
+    if as_json:
+        emit_json(report)
+        return
+    emit_rows([("address", report["address"]), ("USDC", f"{report['usdc']} on {report['network']}"), ("rpc", report["rpcUrl"])])

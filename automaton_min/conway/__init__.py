@@ -1,0 +1,1 @@
+"""The Conway control plane: provisioning, credits, sandboxes, top-ups."""

@@ -1,0 +1,92 @@
+"""Buying Conway credits with USDC through x402: ``GET {conwayApiUrl}/pay/{usd}/{address}``.
+
+The signed amount must equal the tier exactly, the USDC balance is checked first,
+and a settled top-up is recorded in ``transactions``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from automaton_min.chain.usdc import ATOMIC_PER_USDC, BASE, Network, format_usdc
+from automaton_min.clock import to_iso
+from automaton_min.errors import RuntimeFailure, UserError
+from automaton_min.ids import new_ulid
+from automaton_min.net.http import snippet
+from automaton_min.observe.log import get_logger
+from automaton_min.treasury.guard import Allowance, PaymentRefused, topup_limits
+from automaton_min.treasury.payer import Payer
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)
+BOOTSTRAP_THRESHOLD_CENTS = 500
+BOOTSTRAP_TIER_USD = 5
+
+log = get_logger(__name__)
+
+
+class TopupFailed(RuntimeFailure):
+    """The top-up was paid for but not answered with success, or could not be paid."""
+
+
+@dataclass(frozen=True)
+class TopupResult:
+    usd: int
+    credits_cents_added: int
+    intent_id: str | None
+    tx_hash: str | None
+
+
+def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE) -> TopupResult:
+    """Buy ``usd`` dollars of credits for the payer's own address."""
+    if usd not in TOPUP_TIERS_USD:
+        raise UserError(f"top-up amount ${usd} is not a tier; choose one of {', '.join(f'${t}' for t in TOPUP_TIERS_USD)}")
+    amount = usd * ATOMIC_PER_USDC
+    if payer.balance_of is not None:
+        balance = payer.balance_of(payer.wallet.address)
+        if balance < amount:
+            raise PaymentRefused("balance", f"the wallet holds {format_usdc(balance)} USDC, less than the ${usd} top-up")
+    url = f"{api_url.rstrip('/')}/pay/{usd}/{payer.wallet.address}"
+    allowance = Allowance(max_amount=amount, asset=network.usdc, network=network.caip2, exact_amount=True)
+    paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup")
+    if not paid.response.ok:
+        raise TopupFailed(f"top-up of ${usd} failed: {url} answered {paid.response.status}: {snippet(paid.response.body)}")
+    if paid.intent is None:
+        raise TopupFailed(f"top-up of ${usd}: {url} answered {paid.response.status} without asking for payment; nothing was paid")
+
+    added = usd * 100
+    try:
+        answer = paid.response.json()
+    except RuntimeFailure:
+        answer = {}
+    if isinstance(answer, dict):
+        reported = answer.get("credits_cents", answer.get("amount_cents"))
+        if isinstance(reported, int) and not isinstance(reported, bool) and reported >= 0:
+            added = reported
+    tx_hash = paid.settlement.get("transaction") if paid.settlement else None
+    _record_transaction(payer.db, usd, added, paid.intent.id, tx_hash, payer.now())
+    log.info("topped up credits", extra={"usd": usd, "credits_cents": added, "intent": paid.intent.id})
+    return TopupResult(usd, added, paid.intent.id, tx_hash)
+
+
+def _record_transaction(db: "Database", usd: int, cents: int, intent_id: str, tx_hash: str | None, now_ms: int) -> None:
+    description = f"credit top-up ${usd} via x402 (intent {intent_id}{', tx ' + tx_hash if tx_hash else ''})"
+    with db.transaction():
+        db.execute(
+            "INSERT INTO transactions (id, type, amount_cents, balance_after_cents, description, created_at) VALUES (?, 'topup', ?, NULL, ?, ?)",
+            (new_ulid(now_ms), cents, description, to_iso(now_ms)),
+        )
+
+
+def bootstrap_topup(payer: Payer, api_url: str, credits_cents: int, usdc_atomic: int) -> TopupResult | None:
+    """At start: with credits under $5 and at least $5 of USDC, buy $5 of credits.
+
+    Synchronous and bounded by the payer's request timeout: it never leaves a
+    payment running in the background after giving up.
+    """
+    if credits_cents >= BOOTSTRAP_THRESHOLD_CENTS or usdc_atomic < BOOTSTRAP_TIER_USD * ATOMIC_PER_USDC:
+        return None
+    return topup(payer, api_url, BOOTSTRAP_TIER_USD)

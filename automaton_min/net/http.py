@@ -1,0 +1,89 @@
+"""Plain HTTP calls with real timeouts and typed errors (retries and circuit breakers build on this).
+
+``requests`` is imported on first use, so commands that never touch the network stay fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import orjson
+
+from automaton_min.errors import RuntimeFailure
+
+DEFAULT_TIMEOUT_S = 30.0
+USER_AGENT = "automaton-min"
+
+
+class NetworkError(RuntimeFailure):
+    """The request did not get an HTTP answer (refused, timed out, DNS, TLS)."""
+
+
+class HttpError(RuntimeFailure):
+    """The server answered with a status the caller did not accept."""
+
+    def __init__(self, message: str, status: int, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str = ""
+    _json: Any = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        """The body parsed as JSON; ``HttpError`` when it is not JSON."""
+        if self._json is None:
+            try:
+                self._json = orjson.loads(self.body)
+            except orjson.JSONDecodeError:
+                raise HttpError(f"{self.url} answered {self.status} with a body that is not JSON: {snippet(self.body)}", self.status, self.body) from None
+        return self._json
+
+
+def snippet(body: bytes, limit: int = 200) -> str:
+    """A short, single-line preview of a response body for error messages."""
+    text = body.decode("utf-8", "replace").replace("\n", " ").strip()
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    json: Any = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Response:
+    """One HTTP request; raises ``NetworkError`` when no answer arrives within ``timeout`` seconds."""
+    import requests
+
+    all_headers = {"User-Agent": USER_AGENT, **(headers or {})}
+    data = None
+    if json is not None:
+        data = orjson.dumps(json)
+        all_headers.setdefault("Content-Type", "application/json")
+    try:
+        answer = requests.request(method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False)
+    except requests.Timeout:
+        raise NetworkError(f"{method} {url} timed out after {timeout:g} s") from None
+    except requests.RequestException as exc:
+        raise NetworkError(f"{method} {url} failed: {type(exc).__name__}") from None
+    return Response(answer.status_code, answer.headers, answer.content, url)
+
+
+def expect_ok(response: Response, what: str) -> Response:
+    """Return ``response`` if it is 2xx, else raise ``HttpError`` naming ``what`` failed."""
+    if not response.ok:
+        raise HttpError(f"{what}: {response.url} answered {response.status}: {snippet(response.body)}", response.status, response.body)
+    return response

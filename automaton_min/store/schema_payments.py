@@ -1,0 +1,44 @@
+"""The payment ledger: one row per payment this automaton set out to sign.
+
+New in automaton-min (the reference kept no such record). The EIP-3009 nonce is
+unique: it is the idempotency key that ties a signature to exactly one intent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from automaton_min.store.migrations import migration
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+PAYMENT_INTENTS = """
+CREATE TABLE IF NOT EXISTS payment_intents (
+    id TEXT PRIMARY KEY,
+    nonce TEXT NOT NULL UNIQUE,
+    purpose TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    network TEXT NOT NULL,
+    asset TEXT NOT NULL,
+    payer TEXT NOT NULL,
+    payee TEXT NOT NULL,
+    amount_atomic TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    valid_after INTEGER NOT NULL,
+    valid_before INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'settled', 'rejected', 'unknown', 'expired')),
+    detail TEXT NOT NULL DEFAULT '',
+    tx_hash TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_payment_intents_resource ON payment_intents(resource, status);
+CREATE INDEX IF NOT EXISTS idx_payment_intents_created ON payment_intents(created_at);
+"""
+
+
+@migration(102, "payment_intents")
+def create_payment_intents(db: "Database") -> None:
+    db.execute(PAYMENT_INTENTS)
