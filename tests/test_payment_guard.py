@@ -17,7 +17,7 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 
 import automaton_min.treasury.payer as payer_module
-from automaton_min.chain.eip3009 import TRANSFER_WITH_AUTHORIZATION_TYPES
+from automaton_min.chain.eip3009 import TRANSFER_WITH_AUTHORIZATION_TYPES, TransferAuthorization, new_nonce
 from automaton_min.chain.usdc import BASE, BASE_SEPOLIA
 from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.chain.x402 import PaymentFormatError, decode_base64_json, encode_base64_json
@@ -25,7 +25,7 @@ from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, x402_limits
-from automaton_min.treasury.ledger import get_intent
+from automaton_min.treasury.ledger import get_intent, prune_resolved, record_intent, set_outcome
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
 from standins.loopback_http import LoopbackServer, Reply, Request
 
@@ -294,3 +294,20 @@ def test_the_key_never_reaches_the_ledger_or_the_wire(db, wallet, clock) -> None
     rows = orjson.dumps(db.query("SELECT * FROM payment_intents")).decode().lower()
     wire = b"".join(r.body + orjson.dumps(r.headers) for r in endpoint.server.requests).decode().lower()
     assert key not in rows and key not in wire
+
+
+def test_retention_prunes_old_resolved_intents_and_keeps_open_ones(db, wallet, clock) -> None:
+    def intent(status: str) -> str:
+        authorization = TransferAuthorization(wallet.address, PAYEE, 10_000, 0, clock() // 1000 + 300, new_nonce())
+        made = record_intent(db, purpose="x402", resource="https://conway.tech/x", network=BASE.caip2, asset=USDC,
+                             authorization=authorization, amount_cents=1, now_ms=clock())
+        if status != "pending":
+            set_outcome(db, made.id, status, clock())
+        return made.id
+
+    old = {status: intent(status) for status in ("settled", "rejected", "expired", "unknown", "pending")}
+    clock.advance(400 * 86_400_000)
+    recent = intent("settled")
+    assert prune_resolved(db, clock() - 365 * 86_400_000) == 3
+    remaining = {row[0] for row in db.query("SELECT id FROM payment_intents")}
+    assert remaining == {old["unknown"], old["pending"], recent}

@@ -15,6 +15,7 @@ from automaton_min.chain.eip3009 import TokenDomain, TransferAuthorization, new_
 from automaton_min.chain.usdc import BASE, authorization_used, usdc_balance
 from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.chain.x402 import V1_PAYMENT_HEADER, decode_base64_json
+from automaton_min.conway.topup import bootstrap_topup
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.treasury.guard import Allowance, Limits
@@ -230,3 +231,18 @@ def test_cli_topup_5_buys_credits_and_moves_5_usdc(cli, set_up: Home, chain, rpc
 def test_cli_topup_refuses_amounts_that_are_not_tiers(cli, set_up: Home) -> None:
     result = cli("topup", "7")
     assert result.code == 2 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("credits", "usdc", "buys"), [(600, 10 * ONE_USDC, False), (500, 10 * ONE_USDC, False),
+                                                       (100, 5 * ONE_USDC - 1, False), (499, 5 * ONE_USDC, True)])
+def test_bootstrap_buys_5_only_when_credits_are_low_and_usdc_suffices(chain, db, funded, merchant, x402_v2, credits, usdc, buys) -> None:
+    served_before = len(x402_v2.served)
+    merchant_before = chain.balance_of(merchant.address)
+    payer = Payer(db, funded, balance_of=lambda address: chain.balance_of(address), timeout=10)
+    result = bootstrap_topup(payer, x402_v2.url, credits_cents=credits, usdc_atomic=usdc)
+    if buys:
+        assert result is not None and result.usd == 5 and result.credits_cents_added == 500
+        assert chain.balance_of(merchant.address) == merchant_before + 5 * ONE_USDC
+    else:
+        assert result is None
+        assert len(x402_v2.served) == served_before and chain.balance_of(merchant.address) == merchant_before

@@ -98,6 +98,16 @@ def open_intents(db: "Database") -> list[Intent]:
     return [Intent.from_row(row) for row in rows]
 
 
+def prune_resolved(db: "Database", older_than_ms: int) -> int:
+    """Delete settled, rejected and expired intents created before ``older_than_ms``; open ones are kept."""
+    with db.transaction():
+        db.execute(
+            "DELETE FROM payment_intents WHERE status IN ('settled', 'rejected', 'expired') AND created_at < ?",
+            (to_iso(older_than_ms),),
+        )
+        return db.connection.changes()
+
+
 def spent_cents_since(db: "Database", purpose: str, since_ms: int) -> int:
     """Cents of payments of ``purpose`` created since ``since_ms`` that settled or may still settle."""
     return int(db.scalar(
