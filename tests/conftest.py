@@ -99,3 +99,51 @@ def set_up(cli, home: Home) -> Home:
     result = cli("setup", "--name", "ada", "--genesis-prompt", "Earn your keep.", "--creator-address", CREATOR, "--yes")
     assert result.code == 0, result.stderr
     return home
+
+
+# --------------------------------------------------------------------------- real chain peers (tests/standins)
+# Module-scoped: a chain costs about a second to start. Imports are inside, so other tests never load eth-tester.
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """A real EVM (eth-tester + py-evm) with our EIP-3009 token at the USDC address, chain id 8453."""
+    from standins.evm import LocalChain
+
+    return LocalChain()
+
+
+@pytest.fixture(scope="module")
+def rpc(chain):
+    """A JSON-RPC node on 127.0.0.1 serving ``chain``."""
+    from standins.rpc_server import RpcServer
+
+    with RpcServer(chain) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def merchant():
+    """The account the x402 servers are paid to."""
+    from eth_account import Account
+    from eth_utils import keccak
+
+    return Account.from_key(keccak(text="standins-test:merchant"))
+
+
+@pytest.fixture(scope="module")
+def x402_v2(chain, merchant):
+    """The x402 SDK's Flask middleware (protocol v2), settling on ``chain``."""
+    from standins.x402_server import X402Server
+
+    with X402Server(chain, pay_to=merchant.address, version=2) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def x402_v1(chain, merchant):
+    """A protocol-v1 gate verified and settled by the SDK's v1 facilitator on ``chain``."""
+    from standins.x402_server import X402Server
+
+    with X402Server(chain, pay_to=merchant.address, version=1) as server:
+        yield server

@@ -16,15 +16,13 @@ from standins.evm import (
     BASE_CHAIN_ID,
     TRANSFER_WITH_AUTHORIZATION_TYPEHASH,
     USDC_ADDRESS,
-    LocalChain,
     Reverted,
     authorization_args,
     encode_transfer_with_authorization,
     eth_account_sign_authorization,
     make_authorization,
 )
-from standins.rpc_server import RpcServer
-from standins.x402_server import X402Server, b64json, unb64json
+from standins.x402_server import b64json, unb64json
 
 # Published values for USDC on Base (see /work/shared/reference/testing-peers.md).
 USDC_DOMAIN_SEPARATOR = "0x02fa7265e7c5d81118673727957699e4d68f74cd74b7db77da710fe8a2c7834f"
@@ -34,34 +32,6 @@ ONE_USDC = 1_000_000
 
 def _account(label: str):
     return Account.from_key(keccak(text=f"standins-test:{label}"))
-
-
-@pytest.fixture(scope="module")
-def chain() -> LocalChain:
-    return LocalChain()
-
-
-@pytest.fixture(scope="module")
-def rpc(chain):
-    with RpcServer(chain) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def merchant():
-    return _account("merchant")
-
-
-@pytest.fixture(scope="module")
-def x402_v2(chain, merchant):
-    with X402Server(chain, pay_to=merchant.address, version=2) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def x402_v1(chain, merchant):
-    with X402Server(chain, pay_to=merchant.address, version=1) as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import orjson
 import pytest
 import requests
-from eth_account import Account
 
 from automaton_min.chain.eip3009 import TokenDomain, TransferAuthorization, new_nonce, sign_authorization
 from automaton_min.chain.usdc import BASE, authorization_used, usdc_balance
@@ -22,39 +21,9 @@ from automaton_min.treasury.guard import Allowance, Limits
 from automaton_min.treasury.ledger import get_intent, record_intent
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
 from standins.evm import LocalChain
-from standins.rpc_server import RpcServer
-from standins.x402_server import X402Server
 
 ONE_USDC = 1_000_000
 USDC_ON_BASE = TokenDomain("USD Coin", "2", 8453, BASE.usdc)
-
-
-@pytest.fixture(scope="module")
-def chain() -> LocalChain:
-    return LocalChain()
-
-
-@pytest.fixture(scope="module")
-def rpc(chain):
-    with RpcServer(chain) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def merchant():
-    return Account.create()
-
-
-@pytest.fixture(scope="module")
-def x402_v2(chain, merchant):
-    with X402Server(chain, pay_to=merchant.address, version=2) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def x402_v1(chain, merchant):
-    with X402Server(chain, pay_to=merchant.address, version=1) as server:
-        yield server
 
 
 @pytest.fixture
