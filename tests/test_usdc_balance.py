@@ -84,3 +84,11 @@ def test_wallet_command_with_a_failing_node_says_so_in_one_line(cli, set_up: Hom
     assert result.code == 1
     assert result.stderr_lines == [line for line in result.stderr_lines if line.startswith("Error:")] and len(result.stderr_lines) == 1
     assert "503" in result.stderr and "0.000000" not in result.stdout
+
+
+def test_wallet_command_reads_base_sepolia_on_request(cli, set_up: Home) -> None:
+    with json_rpc(balance_answer(42)) as server:
+        result = cli("wallet", "--network", "base-sepolia", "--json", env={"AUTOMATON_RPC_URL": server.url + "/"})
+        called = server.requests[0].json()["params"][0]["to"]
+    assert result.code == 0, result.stderr
+    assert orjson.loads(result.stdout)["network"] == "eip155:84532" and called == BASE_SEPOLIA.usdc

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import click
 
+from automaton_min.chain.usdc import BASE, NETWORKS, network_named
 from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
 from automaton_min.runtime.money import wallet_report
 
 
 @click.command("wallet")
+@click.option("--network", type=click.Choice([n.v1_name for n in NETWORKS]), default=BASE.v1_name, show_default=True,
+              help="Which chain's USDC to read.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
-def command(ctx: click.Context, as_json: bool) -> None:
+def command(ctx: click.Context, network: str, as_json: bool) -> None:
     """Show the wallet address and its USDC balance (read from the chain through rpcUrl)."""
-    report = wallet_report(home_of(ctx), load_config_for(ctx))
+    report = wallet_report(home_of(ctx), load_config_for(ctx), network_named(network))
     if as_json:
         emit_json(report)
         return

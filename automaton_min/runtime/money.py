@@ -22,12 +22,12 @@ def rpc_url(config: Config | None, network: Network = BASE) -> str:
     return configured or network.default_rpc_url
 
 
-def wallet_report(home: Home, config: Config | None) -> dict[str, Any]:
-    """The wallet's address and its USDC balance on Base (an RPC failure raises; it never reads as zero)."""
+def wallet_report(home: Home, config: Config | None, network: Network = BASE) -> dict[str, Any]:
+    """The wallet's address and its USDC balance (an RPC failure raises; it never reads as zero)."""
     wallet = load_wallet(home.wallet_path)
-    url = rpc_url(config)
-    balance = usdc_balance(url, wallet.address, BASE)
-    return {"address": wallet.address, "network": BASE.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance, "rpcUrl": url}
+    url = rpc_url(config, network)
+    balance = usdc_balance(url, wallet.address, network)
+    return {"address": wallet.address, "network": network.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance, "rpcUrl": url}
 
 
 def provision_key(home: Home, config: Config | None, api_url: str | None) -> ProvisionResult:
