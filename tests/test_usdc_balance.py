@@ -13,10 +13,13 @@ from standins.loopback_http import LoopbackServer, Reply, Request
 OWNER = "0x1a642f0E3c3aF545E7AcBD38b07251B3990914F1"
 
 
-def json_rpc(answer) -> LoopbackServer:
-    """A JSON-RPC peer whose eth_call answers ``answer(request_json)`` (a JSON-RPC body or a Reply)."""
+def json_rpc(answer, chain_id: int = 8453) -> LoopbackServer:
+    """A JSON-RPC peer on ``chain_id`` whose eth_call answers ``answer(request_json)`` (a JSON-RPC body or a Reply)."""
     def handle(request: Request) -> Reply:
-        reply = answer(request.json())
+        body = request.json()
+        if body["method"] == "eth_chainId":
+            return Reply(200, {"jsonrpc": "2.0", "id": body["id"], "result": hex(chain_id)})
+        reply = answer(body)
         return reply if isinstance(reply, Reply) else Reply(200, reply)
     return LoopbackServer({("POST", "/"): handle})
 
@@ -30,8 +33,8 @@ def balance_answer(atomic: int):
 def test_balance_of_is_the_exact_eth_call() -> None:
     with json_rpc(balance_answer(12_345_678)) as server:
         assert usdc_balance(server.url + "/", OWNER, BASE) == 12_345_678
-        body = server.requests[0].json()
-    assert body["method"] == "eth_call"
+        body = server.requests[-1].json()
+    assert [r.json()["method"] for r in server.requests] == ["eth_chainId", "eth_call"]
     call, block = body["params"]
     assert block == "latest"
     assert call["to"] == BASE.usdc
@@ -39,9 +42,16 @@ def test_balance_of_is_the_exact_eth_call() -> None:
 
 
 def test_base_sepolia_reads_its_own_contract() -> None:
-    with json_rpc(balance_answer(1)) as server:
+    with json_rpc(balance_answer(1), chain_id=84532) as server:
         usdc_balance(server.url + "/", OWNER, BASE_SEPOLIA)
-        assert server.requests[0].json()["params"][0]["to"] == BASE_SEPOLIA.usdc
+        assert server.requests[-1].json()["params"][0]["to"] == BASE_SEPOLIA.usdc
+
+
+def test_a_node_on_another_chain_is_refused_not_read() -> None:
+    with json_rpc(balance_answer(5), chain_id=1) as server:
+        with pytest.raises(RpcError, match="serves chain 1, not eip155:8453"):
+            usdc_balance(server.url + "/", OWNER, BASE)
+        assert [r.json()["method"] for r in server.requests] == ["eth_chainId"]
 
 
 @pytest.mark.parametrize(("answer", "problem"), [
@@ -87,8 +97,8 @@ def test_wallet_command_with_a_failing_node_says_so_in_one_line(cli, set_up: Hom
 
 
 def test_wallet_command_reads_base_sepolia_on_request(cli, set_up: Home) -> None:
-    with json_rpc(balance_answer(42)) as server:
+    with json_rpc(balance_answer(42), chain_id=84532) as server:
         result = cli("wallet", "--network", "base-sepolia", "--json", env={"AUTOMATON_RPC_URL": server.url + "/"})
-        called = server.requests[0].json()["params"][0]["to"]
+        called = server.requests[-1].json()["params"][0]["to"]
     assert result.code == 0, result.stderr
     assert orjson.loads(result.stdout)["network"] == "eip155:84532" and called == BASE_SEPOLIA.usdc

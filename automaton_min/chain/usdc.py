@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from automaton_min.chain.address import to_checksum_address
-from automaton_min.chain.rpc import RpcError, eth_call
+from automaton_min.chain.rpc import RpcError, eth_call, rpc_call
 
 USDC_DECIMALS = 6
 ATOMIC_PER_USDC = 10**USDC_DECIMALS
@@ -37,11 +37,24 @@ def network_named(name: str) -> Network | None:
     return None
 
 
+def require_chain(rpc_url: str, network: Network, timeout: float = 10.0) -> None:
+    """Check that the node serves ``network``: a read from another chain would be a misleading number."""
+    answer = rpc_call(rpc_url, "eth_chainId", [], timeout)
+    try:
+        chain_id = int(answer, 16)
+    except (TypeError, ValueError):
+        raise RpcError(f"RPC eth_chainId: {rpc_url} answered {answer!r}, not a chain id") from None
+    if chain_id != network.chain_id:
+        raise RpcError(f"{rpc_url} serves chain {chain_id}, not {network.caip2}; set rpcUrl for that network")
+
+
 def usdc_balance(rpc_url: str, address: str, network: Network = BASE, timeout: float = 10.0) -> int:
     """``balanceOf(address)`` of the network's USDC contract, in atomic units.
 
-    Any failure raises ``RpcError``: an unreachable node is never a zero balance.
+    Any failure raises ``RpcError``: an unreachable node, or one on another chain,
+    is never a zero balance.
     """
+    require_chain(rpc_url, network, timeout)
     owner = bytes.fromhex(to_checksum_address(address)[2:]).rjust(32, b"\0")
     raw = eth_call(rpc_url, network.usdc, BALANCE_OF_SELECTOR + owner, timeout)
     if len(raw) != 32:
@@ -61,6 +74,7 @@ AUTHORIZATION_STATE_SELECTOR = bytes.fromhex("e94a0102")  # authorizationState(a
 
 def authorization_used(rpc_url: str, network: Network, authorizer: str, nonce: bytes, timeout: float = 10.0) -> bool:
     """Whether the token contract has consumed (or cancelled) ``authorizer``'s EIP-3009 ``nonce``."""
+    require_chain(rpc_url, network, timeout)
     owner = bytes.fromhex(to_checksum_address(authorizer)[2:]).rjust(32, b"\0")
     raw = eth_call(rpc_url, network.usdc, AUTHORIZATION_STATE_SELECTOR + owner + nonce, timeout)
     if len(raw) != 32:
