@@ -1,0 +1,1 @@
+"""Inference: provider wire formats, the model registry, the router, costs."""
