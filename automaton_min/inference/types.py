@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from automaton_min.errors import RuntimeFailure
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -75,7 +77,7 @@ class ChatResult:
     provider: str = ""
 
 
-class InferenceError(Exception):
+class InferenceError(RuntimeFailure):
     """Base for provider failures the router and loop handle (counted toward the loop's error limit)."""
 
 
