@@ -76,7 +76,9 @@ CORE_TIMESTAMP_COLUMNS = {
 # Tables (and their indexes) that automaton-min adds beside the reference schema.
 OWN_TABLES = ("payment_intents",)
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
-               "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2")
+               "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created")
+# Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
+LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking")
 
 
 # --- helpers (plain sqlite3, independent of the code under test) --------------
@@ -313,6 +315,7 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     master = master_of(reference_v11)
     foreign = {t: quoted_rows(reference_v11, t) for t in (*FOREIGN_TABLES, "sqlite_sequence")}
     inbox = quoted_rows(reference_v11, "inbox_messages")
+    spend_before = quoted_rows(reference_v11, "spend_tracking")
 
     with open_database(reference_v11, now=clock) as db:
         assert current_version(db) == latest_version()
@@ -348,6 +351,11 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     # Inbox rows keep every non-timestamp value.
     keep = lambda rows: [r[:3] + r[5:] for r in rows]  # noqa: E731 - drop received_at, processed_at
     assert keep(quoted_rows(reference_v11, "inbox_messages")) == keep(inbox)
+    # spend_tracking is ours now too: amounts kept, timestamps in the one format at the same instants.
+    spend_after = quoted_rows(reference_v11, "spend_tracking")
+    assert [r[:-1] for r in spend_after] == [r[:-1] for r in spend_before]
+    assert [from_iso(r[-1].strip("'")) for r in spend_after] == [from_iso(r[-1].strip("'")) for r in spend_before]
+    assert all(is_stored_format(r[-1].strip("'")) for r in spend_after)
 
 
 def test_reference_v11_timestamps_end_up_in_one_format_at_the_same_instants(reference_v11: Path, clock) -> None:
@@ -402,7 +410,8 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
 
     after = row_counts(path)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
-    assert {t: after.pop(t) for t in OWN_TABLES} == {t: 0 for t in OWN_TABLES}
+    added = (*OWN_TABLES, *LATER_REFERENCE_TABLES)
+    assert {t: after.pop(t) for t in added} == {t: 0 for t in added}
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's later tables appear.

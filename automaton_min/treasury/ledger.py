@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 OPEN = ("pending", "unknown")
-COUNTED = ("pending", "unknown", "settled")
 
 _COLUMNS = "id, nonce, purpose, resource, network, asset, payer, payee, amount_atomic, amount_cents, valid_after, valid_before, status, detail, tx_hash, created_at"
 
@@ -55,16 +54,15 @@ def record_intent(
     db: "Database", *, purpose: str, resource: str, network: str, asset: str,
     authorization: TransferAuthorization, amount_cents: int, now_ms: int,
 ) -> Intent:
-    """Commit the intent to pay, synced to disk, before the authorization is signed."""
+    """Insert the intent to pay. Call it inside ``db.transaction(durable=True)``, before signing."""
     stamp = to_iso(now_ms)
     intent_id = new_ulid(now_ms)
-    with db.transaction(durable=True):
-        db.execute(
-            f"INSERT INTO payment_intents ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', NULL, ?, ?)",
-            (intent_id, "0x" + authorization.nonce.hex(), purpose, resource, network, asset, authorization.sender,
-             authorization.recipient, str(authorization.value), amount_cents, authorization.valid_after,
-             authorization.valid_before, stamp, stamp),
-        )
+    db.execute(
+        f"INSERT INTO payment_intents ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', NULL, ?, ?)",
+        (intent_id, "0x" + authorization.nonce.hex(), purpose, resource, network, asset, authorization.sender,
+         authorization.recipient, str(authorization.value), amount_cents, authorization.valid_after,
+         authorization.valid_before, stamp, stamp),
+    )
     return get_intent(db, intent_id)
 
 
@@ -76,12 +74,11 @@ def get_intent(db: "Database", intent_id: str) -> Intent:
 
 
 def set_outcome(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "", tx_hash: str | None = None) -> None:
-    """Record what became of an intent (synced: a settled payment must not be forgotten)."""
-    with db.transaction(durable=True):
-        db.execute(
-            "UPDATE payment_intents SET status = ?, detail = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ?",
-            (status, detail[:500], tx_hash, to_iso(now_ms), intent_id),
-        )
+    """Record what became of an intent. Call it inside ``db.transaction(durable=True)``."""
+    db.execute(
+        "UPDATE payment_intents SET status = ?, detail = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ?",
+        (status, detail[:500], tx_hash, to_iso(now_ms), intent_id),
+    )
 
 
 def blocking_intents(db: "Database", purpose: str, resource: str, now_s: int) -> list[Intent]:
@@ -106,11 +103,3 @@ def prune_resolved(db: "Database", older_than_ms: int) -> int:
             (to_iso(older_than_ms),),
         )
         return db.connection.changes()
-
-
-def spent_cents_since(db: "Database", purpose: str, since_ms: int) -> int:
-    """Cents of payments of ``purpose`` created since ``since_ms`` that settled or may still settle."""
-    return int(db.scalar(
-        f"SELECT COALESCE(SUM(amount_cents), 0) FROM payment_intents WHERE purpose = ? AND status IN {COUNTED} AND created_at >= ?",
-        (purpose, to_iso(since_ms)), default=0,
-    ))

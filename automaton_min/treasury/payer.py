@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
+from urllib.parse import urlsplit
 
 from automaton_min.chain.eip3009 import TransferAuthorization, new_nonce, sign_authorization
 from automaton_min.chain.usdc import network_named
@@ -25,13 +26,14 @@ from automaton_min.clock import Clock, system_now
 from automaton_min.net.http import NetworkError, Response, request
 from automaton_min.observe.log import get_logger
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
-from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome, spent_cents_since
+from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
+from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
+# What each purpose is recorded as in spend_tracking: (category, tool name).
+SPEND_KIND = {"x402": ("x402", "x402_fetch"), "topup": ("other", "topup_credits")}
 CLOCK_SKEW_S = 600  # validAfter well in the past: chains simulate at the latest block, which may lag
 
 log = get_logger(__name__)
@@ -68,6 +70,7 @@ class Payer:
         self.now = now
         self.send = send
         self.timeout = timeout
+        self.spend = SpendTracker(db, now)
 
     def fetch(
         self,
@@ -91,10 +94,11 @@ class Payer:
             offered = ", ".join(f"{r.scheme} on {r.network_name}" for r in required.requirements) or "nothing"
             raise PaymentRefused("scheme", f"{url} offers {offered}; only exact USDC payments on Base are supported")
         now_ms = self.now()
+        category, tool_name = SPEND_KIND[purpose]
         check_payment(
             requirement, allowance, limits, url=url,
-            spent_last_hour_cents=spent_cents_since(self.db, purpose, now_ms - HOUR_MS),
-            spent_last_day_cents=spent_cents_since(self.db, purpose, now_ms - DAY_MS),
+            spent_last_hour_cents=self.spend.spent(category, HOUR_MS),
+            spent_last_day_cents=self.spend.spent(category, DAY_MS),
             balance=self.balance_of(self.wallet.address) if self.balance_of else None,
         )
         now_s = now_ms // 1000
@@ -114,10 +118,13 @@ class Payer:
             valid_before=now_s + requirement.max_timeout_seconds,
             nonce=new_nonce(),
         )
-        intent = record_intent(
-            self.db, purpose=purpose, resource=url, network=requirement.network.caip2, asset=requirement.asset,
-            authorization=authorization, amount_cents=cents_of(requirement.amount), now_ms=now_ms,
-        )
+        with self.db.transaction(durable=True):  # on disk before the signature exists
+            intent = record_intent(
+                self.db, purpose=purpose, resource=url, network=requirement.network.caip2, asset=requirement.asset,
+                authorization=authorization, amount_cents=cents_of(requirement.amount), now_ms=now_ms,
+            )
+            self.spend.record(category, intent.amount_cents, tool_name, recipient=requirement.pay_to,
+                              domain=urlsplit(url).hostname, spend_id=intent.id)
         signature = sign_authorization(self.wallet, authorization, requirement.token_domain())
         name, value = payment_header(required, requirement, authorization, signature)
         log.info("paying", extra={"intent": intent.id, "resource": url, "amount_atomic": requirement.amount,
@@ -125,7 +132,7 @@ class Payer:
         try:
             paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=self.timeout)
         except NetworkError as exc:
-            set_outcome(self.db, intent.id, "unknown", self.now(), str(exc))
+            resolve(self.db, intent.id, "unknown", self.now(), str(exc))
             raise
         return self._record_answer(intent, paid)
 
@@ -136,14 +143,22 @@ class Payer:
             settled = None
         tx_hash = settled.get("transaction") if settled and isinstance(settled.get("transaction"), str) else None
         if paid.ok:
-            set_outcome(self.db, intent.id, "settled", self.now(), f"HTTP {paid.status}", tx_hash)
+            resolve(self.db, intent.id, "settled", self.now(), f"HTTP {paid.status}", tx_hash)
         elif paid.status == 402:
             reason = (settled or {}).get("errorReason") or paid.body[:200].decode("utf-8", "replace")
-            set_outcome(self.db, intent.id, "rejected", self.now(), f"HTTP 402: {reason}")
+            resolve(self.db, intent.id, "rejected", self.now(), f"HTTP 402: {reason}")
         else:
-            set_outcome(self.db, intent.id, "unknown", self.now(), f"HTTP {paid.status}")
+            resolve(self.db, intent.id, "unknown", self.now(), f"HTTP {paid.status}")
         log.info("payment answered", extra={"intent": intent.id, "status": paid.status, "tx": tx_hash})
         return PaidResponse(paid, intent, settled)
+
+
+def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "", tx_hash: str | None = None) -> None:
+    """Record an intent's outcome, synced; a payment that never happened leaves the spend record too."""
+    with db.transaction(durable=True):
+        set_outcome(db, intent_id, status, now_ms, detail, tx_hash)
+        if status in ("rejected", "expired"):
+            SpendTracker(db).forget(intent_id)
 
 
 def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool], now: Clock = system_now) -> list[tuple[str, str]]:
@@ -159,9 +174,9 @@ def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool], now: 
             continue
         now_ms = now()
         if used(intent):
-            set_outcome(db, intent.id, "settled", now_ms, "nonce used on chain")
+            resolve(db, intent.id, "settled", now_ms, "nonce used on chain")
             changes.append((intent.id, "settled"))
         elif intent.valid_before <= now_ms // 1000:
-            set_outcome(db, intent.id, "expired", now_ms, "window closed, nonce never used")
+            resolve(db, intent.id, "expired", now_ms, "window closed, nonce never used")
             changes.append((intent.id, "expired"))
     return changes

@@ -1,0 +1,29 @@
+"""Survival tiers: the ONE mapping from credits to tier, used everywhere (prompt, router, heartbeat).
+
+Thresholds are the reference runtime's, in cents: above 500 high, above 50 normal,
+above 10 low_compute, 0 or more critical, below 0 dead. An unknown balance is not
+a tier: callers keep the last known one.
+"""
+
+from __future__ import annotations
+
+TIERS = ("dead", "critical", "low_compute", "normal", "high")
+TIER_RANK = {name: rank for rank, name in enumerate(TIERS)}
+
+
+def tier_for_credits(cents: int) -> str:
+    """The survival tier for a confirmed credit balance in cents."""
+    if cents > 500:
+        return "high"
+    if cents > 50:
+        return "normal"
+    if cents > 10:
+        return "low_compute"
+    if cents >= 0:
+        return "critical"
+    return "dead"
+
+
+def at_least(tier: str, minimum: str) -> bool:
+    """True when ``tier`` is ``minimum`` or better."""
+    return TIER_RANK[tier] >= TIER_RANK[minimum]
