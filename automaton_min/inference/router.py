@@ -1,0 +1,227 @@
+"""The inference router: which model, how many tokens, whether the budget allows it, what it cost.
+
+- The model the user configured (``inferenceModel``) is the one used at the normal and
+  high tiers; ``modelStrategy.lowComputeModel`` and ``criticalModel`` at the lower
+  tiers; when a choice is disabled in the registry, the cheapest enabled model the
+  tier may use stands in. The dead tier gets no inference.
+- Lower tiers also get fewer output tokens and a smaller context budget (low-compute mode).
+- Budgets are checked before the call against a worst-case estimate (input ~ characters/4,
+  output = the token limit): the per-call ceiling, the hourly and session budgets
+  (``modelStrategy``), and the treasury's daily inference budget. A denial is a
+  ``BudgetDenied`` value the loop acts on, not an exception.
+- Cost comes from the usage the provider reports (estimated only when it reports none),
+  in integer cents rounded up, and is recorded in ``inference_costs`` with the real turn
+  id and in ``spend_tracking`` in one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import orjson
+
+from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.ids import new_ulid
+from automaton_min.inference.registry import ModelInfo, ModelRegistry
+from automaton_min.inference.types import ChatRequest, ChatResult, Message, ToolSchema
+from automaton_min.observe.log import get_logger
+from automaton_min.tiers import TIER_RANK
+from automaton_min.treasury.spend import HOUR_MS, SpendTracker
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+log = get_logger(__name__)
+
+TASK_TIMEOUTS_S = {"heartbeat_triage": 15, "safety_check": 30, "summarization": 60, "agent_turn": 120, "planning": 120}
+
+# Output-token limit per tier and task (None: that task does not run at that tier).
+MAX_TOKENS: dict[str, dict[str, int | None]] = {
+    "high": {"agent_turn": 8192, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096, "planning": 8192},
+    "normal": {"agent_turn": 4096, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096, "planning": 4096},
+    "low_compute": {"agent_turn": 4096, "heartbeat_triage": 1024, "safety_check": 2048, "summarization": 2048, "planning": 2048},
+    "critical": {"agent_turn": 2048, "heartbeat_triage": 512, "safety_check": 1024, "summarization": None, "planning": None},
+    "dead": {task: None for task in TASK_TIMEOUTS_S},
+}
+
+# Tokens of context (system prompt, memory, recent turns) the context builder may use per tier.
+CONTEXT_BUDGET = {"high": 100_000, "normal": 100_000, "low_compute": 40_000, "critical": 16_000, "dead": 0}
+
+Chat = Callable[[ModelInfo, ChatRequest], ChatResult]
+
+
+@dataclass(frozen=True)
+class Route:
+    """The decision before a call: model, output-token limit, context budget."""
+
+    model: ModelInfo
+    max_tokens: int
+    context_budget: int
+    tier: str
+    task_type: str
+
+
+@dataclass(frozen=True)
+class BudgetDenied:
+    """No call was made: ``limit`` names the budget (or ``tier``) that said no."""
+
+    limit: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RoutedResult:
+    result: ChatResult
+    route: Route
+    input_tokens: int
+    output_tokens: int
+    cost_cents: int
+    usage_estimated: bool
+    latency_ms: int
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap upper-leaning estimate: about four characters per token."""
+    return -(-len(text) // 4)
+
+
+def cost_cents(model: ModelInfo, input_tokens: int, output_tokens: int) -> int:
+    """Integer cents (rounded up) for the tokens at the model's price (hundredths of a cent per 1k tokens)."""
+    units = input_tokens * model.cost_per_1k_input + output_tokens * model.cost_per_1k_output
+    return -(-units // 100_000)
+
+
+class Router:
+    """Routes chat requests for one session (``session_id``) of the runtime."""
+
+    def __init__(self, db: "Database", registry: ModelRegistry, config: Mapping[str, Any], chat: Chat, *,
+                 session_id: str, now: Clock = system_now, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.db = db
+        self.registry = registry
+        self.config = config
+        self.chat = chat
+        self.session_id = session_id
+        self.now = now
+        self.monotonic = monotonic
+        self.spend = SpendTracker(db, now)
+
+    # -- choosing ------------------------------------------------------------------------------
+
+    def plan(self, tier: str, task_type: str = "agent_turn", *, low_compute: bool = False) -> Route | BudgetDenied:
+        """Pick the model and limits for ``tier``; ``low_compute`` caps the tier at low_compute."""
+        if low_compute and TIER_RANK[tier] > TIER_RANK["low_compute"]:
+            tier = "low_compute"
+        limit = MAX_TOKENS[tier][task_type]
+        if limit is None:
+            return BudgetDenied("tier", f"no {task_type} inference at the {tier} tier")
+        model = self._model_for(tier)
+        if model is None:
+            return BudgetDenied("model", f"no enabled model is allowed at the {tier} tier")
+        if task_type == "agent_turn":  # both settings are caps; honour the smaller
+            limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit), int(self._strategy("maxTokensPerTurn", limit)))
+        limit = min(limit, model.max_tokens)
+        budget = min(CONTEXT_BUDGET[tier], max(model.context_window - limit, 0))
+        return Route(model, limit, budget, tier, task_type)
+
+    def _strategy(self, key: str, default: Any) -> Any:
+        strategy = self.config.get("modelStrategy") or {}
+        value = strategy.get(key)
+        return default if value is None else value
+
+    def _model_for(self, tier: str) -> ModelInfo | None:
+        configured = self.config.get("inferenceModel") or self._strategy("inferenceModel", "gpt-5.2")
+        wanted = {"high": configured, "normal": configured,
+                  "low_compute": self._strategy("lowComputeModel", "gpt-5-mini"),
+                  "critical": self._strategy("criticalModel", "gpt-5-mini")}[tier]
+        known = self.registry.get(wanted)
+        if known is None:
+            # A model the registry has never heard of (a local llama.cpp model, say): the user chose it,
+            # so use it; with no price known its cost is recorded as zero.
+            return ModelInfo(wanted, self._provider_guess(), wanted)
+        if known.enabled and (known.free or TIER_RANK[known.tier_minimum] <= TIER_RANK[tier]):
+            return known
+        fallbacks = self.registry.available(tier)
+        return fallbacks[0] if fallbacks else None
+
+    def _provider_guess(self) -> str:
+        if self.config.get("openaiBaseUrl"):
+            return "openai-compatible"
+        if self.config.get("ollamaBaseUrl"):
+            return "ollama"
+        return "conway"
+
+    # -- budgets -------------------------------------------------------------------------------
+
+    def check_budget(self, route: Route, estimate: int) -> BudgetDenied | None:
+        """Every inference budget, against a worst-case ``estimate`` in cents (allowed up to the limit)."""
+        ceiling = int(self._strategy("perCallCeilingCents", 0))
+        if ceiling > 0 and estimate > ceiling:
+            return BudgetDenied("perCallCeilingCents", f"this call may cost up to {estimate} cents, above the per-call ceiling of {ceiling}")
+        hourly = int(self._strategy("hourlyBudgetCents", 0))
+        spent_hour = self.spend.spent("inference", HOUR_MS)
+        if hourly > 0 and spent_hour + estimate > hourly:
+            return BudgetDenied("hourlyBudgetCents", f"{spent_hour} + {estimate} cents would pass the hourly inference budget of {hourly}")
+        session = int(self._strategy("sessionBudgetCents", 0))
+        if session > 0:
+            spent_session = int(self.db.scalar("SELECT COALESCE(SUM(cost_cents), 0) FROM inference_costs WHERE session_id = ?",
+                                               (self.session_id,), default=0))
+            if spent_session + estimate > session:
+                return BudgetDenied("sessionBudgetCents", f"{spent_session} + {estimate} cents would pass the session budget of {session}")
+        policy = self.config.get("treasuryPolicy")
+        if policy:
+            denial = self.spend.check_inference(estimate, policy)
+            if denial:
+                return BudgetDenied(denial.limit, denial.message)
+        return None
+
+    # -- calling -------------------------------------------------------------------------------
+
+    def route(self, messages: tuple[Message, ...], *, tier: str, turn_id: str | None, task_type: str = "agent_turn",
+              tools: tuple[ToolSchema, ...] = (), low_compute: bool = False) -> RoutedResult | BudgetDenied:
+        """Plan, check the budgets, call the provider, and record what it cost."""
+        route = self.plan(tier, task_type, low_compute=low_compute)
+        if isinstance(route, BudgetDenied):
+            return route
+        prompt_text = "".join(m.content for m in messages) + orjson.dumps([t.__dict__ for t in tools]).decode()
+        estimate = cost_cents(route.model, estimate_tokens(prompt_text), route.max_tokens)
+        denial = self.check_budget(route, estimate)
+        if denial:
+            log.info("inference denied by budget", extra={"limit": denial.limit, "estimate_cents": estimate})
+            return denial
+
+        request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=TASK_TIMEOUTS_S[task_type])
+        started = self.monotonic()
+        result = self.chat(route.model, request)
+        latency_ms = int((self.monotonic() - started) * 1000)
+
+        usage_estimated = result.usage.input_tokens is None or result.usage.output_tokens is None
+        input_tokens = result.usage.input_tokens if result.usage.input_tokens is not None else estimate_tokens(prompt_text)
+        output_tokens = result.usage.output_tokens if result.usage.output_tokens is not None else estimate_tokens(
+            result.content + "".join(c.raw_arguments for c in result.tool_calls))
+        cost = cost_cents(route.model, input_tokens, output_tokens)
+        self._record(route, turn_id, input_tokens, output_tokens, cost, latency_ms, result.provider or route.model.provider)
+        if usage_estimated:
+            log.info("provider reported no usage; cost estimated", extra={"model": route.model.model_id})
+        return RoutedResult(result, route, input_tokens, output_tokens, cost, usage_estimated, latency_ms)
+
+    def _record(self, route: Route, turn_id: str | None, input_tokens: int, output_tokens: int, cost: int,
+                latency_ms: int, provider: str) -> None:
+        now_ms = self.now()
+        row_id = new_ulid(now_ms)
+        with self.db.transaction():
+            self.db.execute(
+                "INSERT INTO inference_costs (id, session_id, turn_id, model, provider, input_tokens, output_tokens, cost_cents,"
+                " latency_ms, tier, task_type, cache_hit, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                (row_id, self.session_id, turn_id, route.model.model_id, provider, input_tokens, output_tokens, cost,
+                 latency_ms, route.tier, route.task_type, to_iso(now_ms)),
+            )
+            self.spend.record("inference", cost, "inference", domain=provider, spend_id=row_id)
+
+
+
+def prune_inference_costs(db: "Database", older_than_ms: int) -> int:
+    """Retention: delete cost rows created before ``older_than_ms``."""
+    db.execute("DELETE FROM inference_costs WHERE created_at < ?", (to_iso(older_than_ms),))
+    return db.connection.changes()

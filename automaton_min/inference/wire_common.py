@@ -1,0 +1,256 @@
+"""Helpers both wire formats share: calling ``send``, error messages without secrets, tool-call ids and
+arguments, and repairing tool-call/tool-result pairing before a request goes out.
+
+Tool-call ids (``unique_call_ids``). The agent loop stores tool calls with their id as a primary key, and
+local models repeat ids (``call_0`` twice) or send none. Within one result every call gets a unique id:
+
+1. a call whose provider id is a non-empty string not used by an earlier call of the same result keeps it;
+2. every other call (no id, empty id, or a repeat) gets ``<provider id or "call">_<position>``, where
+   ``position`` is the call's 0-based index in the result; if that is taken too, ``_2``, ``_3`` ... is appended
+   until it is unique among all ids of the result (kept and generated alike).
+
+The scheme is deterministic, so the same answer always yields the same ids. It makes ids unique within one
+result only; a model that answers ``call_0`` on every turn repeats ids across turns, so the loop must not use
+the bare id as a key across turns.
+
+Pairing repair (``repair_tool_pairing``). Both APIs refuse a conversation where a tool result does not answer
+a tool call of the assistant message just before it, or where an assistant tool call goes unanswered
+(OpenAI: 400 "tool_call_ids did not have response messages"; Anthropic: 400 "tool_use ids were found without
+tool_result blocks"). Trimmed histories and interrupted turns produce exactly that, so before sending:
+
+* a tool result that answers no open call of the preceding assistant message becomes a user message
+  ``[tool result <id>] <content>`` (the model still sees it);
+* an assistant call with no result before the next non-tool message gets a synthetic tool result
+  ``error: no result was recorded for this tool call``.
+
+Well-formed conversations pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Iterable, Mapping
+
+from automaton_min.errors import RuntimeFailure
+from automaton_min.inference.types import InferenceError, Message, ProviderError, ToolCall
+from automaton_min.net.http import HttpError, NetworkError, Response
+
+Send = Callable[..., Response]
+
+SNIPPET_LIMIT = 200
+MISSING_RESULT = "error: no result was recorded for this tool call"
+REDACTED = "[redacted]"
+
+
+class ProviderUnreachable(InferenceError):
+    """No answer from the provider (refused, timed out, DNS, TLS, circuit breaker open)."""
+
+
+def one_line(text: str, limit: int = SNIPPET_LIMIT) -> str:
+    """``text`` on one line, whitespace collapsed, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with every non-empty secret replaced by ``[redacted]``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def error_detail(body: bytes) -> str:
+    """The most useful one-line description of an error body: a JSON ``error.message`` (OpenAI and
+    Anthropic both nest it so), a JSON ``message``/``error`` string, or else the start of the raw body
+    (an HTML error page from a proxy, plain text)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"].strip():
+            kind = error.get("type")
+            prefix = f"{kind}: " if isinstance(kind, str) and kind and kind not in error["message"] else ""
+            return one_line(prefix + error["message"])
+        for key in ("message", "error", "detail"):
+            if isinstance(data.get(key), str) and data[key].strip():
+                return one_line(data[key])
+    text = body.decode("utf-8", "replace")
+    return one_line(text) if text.strip() else "(empty body)"
+
+
+def post_json(
+    send: Send,
+    provider: str,
+    url: str,
+    payload: dict[str, Any],
+    headers: Mapping[str, str],
+    timeout: float,
+    secrets: Iterable[str | None],
+) -> Any:
+    """POST ``payload`` and return the parsed JSON answer, or raise ``ProviderError``/``ProviderUnreachable``.
+
+    Every error message is one line, names the provider, and has the secrets removed (servers echo keys
+    back in 401 messages)."""
+    secrets = tuple(secrets)
+    try:
+        response = send("POST", url, json=payload, headers=dict(headers), timeout=timeout)
+    except NetworkError as exc:
+        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from None
+    except InferenceError:
+        raise
+    except RuntimeFailure as exc:  # a resilient client's CircuitOpenError: nothing was sent
+        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from None
+    if not response.ok:
+        detail = redact(error_detail(response.body), secrets)
+        raise ProviderError(f"inference error ({provider}): {response.status}: {detail}", response.status)
+    try:
+        return response.json()
+    except HttpError:
+        detail = redact(one_line(response.body.decode("utf-8", "replace")) or "(empty body)", secrets)
+        raise ProviderError(f"inference error ({provider}): {response.status} with a body that is not JSON: {detail}",
+                            response.status) from None
+
+
+def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
+    """Tool-call arguments as ``(arguments, raw_arguments, argument_error)``; never raises.
+
+    Accepted: a JSON object text; an already-parsed object (some servers send one); empty text or null
+    (a call without arguments); a JSON string holding a JSON object (double-encoded, some local models).
+    Anything else gives ``{}`` and an error the loop returns to the model."""
+    if isinstance(value, dict):
+        return value, json.dumps(value, ensure_ascii=False), None
+    if value is None:
+        return {}, "", None
+    if not isinstance(value, str):
+        raw = json.dumps(value, ensure_ascii=False)
+        return {}, raw, f"tool arguments must be a JSON object, got {_json_kind(value)}"
+    if not value.strip():
+        return {}, value, None
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        return {}, value, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if isinstance(parsed, str):
+        try:
+            inner = json.loads(parsed)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            return inner, value, None
+    if not isinstance(parsed, dict):
+        return {}, value, f"tool arguments must be a JSON object, got {_json_kind(parsed)}"
+    return parsed, value, None
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def arguments_text(call: ToolCall) -> str:
+    """The arguments to send back to a provider in the history: the model's own text when it was a valid
+    object, else the parsed (possibly empty) object as JSON. Invalid JSON is never sent back: some servers
+    (llama.cpp chat templates) parse it and fail the whole request."""
+    if call.argument_error is None and call.raw_arguments.strip():
+        try:
+            if isinstance(json.loads(call.raw_arguments), dict):
+                return call.raw_arguments
+        except ValueError:
+            pass
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def unique_call_ids(provider_ids: list[Any]) -> list[str]:
+    """One unique id per call, following the scheme in the module docstring."""
+    ids: list[str | None] = []
+    taken: set[str] = set()
+    for value in provider_ids:
+        text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+        if text and text not in taken:
+            ids.append(text)
+            taken.add(text)
+        else:
+            ids.append(None)
+    result: list[str] = []
+    for position, (value, kept) in enumerate(zip(provider_ids, ids)):
+        if kept is not None:
+            result.append(kept)
+            continue
+        base = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) else "call"
+        candidate = f"{base}_{position}"
+        suffix = 2
+        while candidate in taken:
+            candidate = f"{base}_{position}_{suffix}"
+            suffix += 1
+        taken.add(candidate)
+        result.append(candidate)
+    return result
+
+
+def int_or_none(value: Any) -> int | None:
+    """A token count: non-negative integers only (``True`` is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def repair_tool_pairing(messages: Iterable[Message]) -> tuple[Message, ...]:
+    """Make every tool result answer a call of the assistant message before it, and every call answered."""
+    out: list[Message] = []
+    open_calls: list[str] = []  # calls of the last assistant message not yet answered, in order
+    orphans: list[Message] = []  # results inside the current run that answer no open call
+    in_run = False  # right after an assistant message with calls, or among its results
+
+    def end_run() -> None:
+        out.extend(Message(role="tool", content=MISSING_RESULT, tool_call_id=call_id) for call_id in open_calls)
+        out.extend(_as_user_text(message) for message in orphans)
+        open_calls.clear()
+        orphans.clear()
+
+    for message in messages:
+        if message.role == "tool":
+            if not in_run:
+                out.append(_as_user_text(message))
+            elif message.tool_call_id in open_calls:
+                open_calls.remove(message.tool_call_id)
+                out.append(message)
+            else:
+                orphans.append(message)
+            continue
+        if in_run:
+            end_run()
+            in_run = False
+        out.append(message)
+        if message.role == "assistant" and message.tool_calls:
+            open_calls = [call.id for call in message.tool_calls]
+            in_run = True
+    if in_run:
+        end_run()
+    return tuple(out)
+
+
+def _as_user_text(message: Message) -> Message:
+    return Message(role="user", content=f"[tool result {message.tool_call_id or 'unknown'}] {message.content}")
+
+
+def require_messages(messages: tuple[Message, ...], provider: str) -> None:
+    if not messages:
+        raise InferenceError(f"inference error ({provider}): no messages to send")
+
+
+__all__ = [
+    "MISSING_RESULT", "ProviderUnreachable", "Send", "arguments_text", "error_detail", "int_or_none", "one_line",
+    "parse_arguments", "post_json", "redact", "repair_tool_pairing", "require_messages", "unique_call_ids",
+]
