@@ -60,13 +60,15 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
     return text
 
 
-def error_detail(body: bytes) -> str:
+def error_detail(body: bytes, secrets: Iterable[str | None] = ()) -> str:
     """The most useful one-line description of an error body: a JSON ``error.message`` (OpenAI and
     Anthropic both nest it so), a JSON ``message``/``error`` string, or else the start of the raw body
-    (an HTML error page from a proxy, plain text)."""
+    (an HTML error page from a proxy, plain text). Secrets are removed before anything is cut short, so
+    no part of one survives at the cut."""
+    text = redact(body.decode("utf-8", "replace"), secrets)
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        data = json.loads(text)
+    except ValueError:
         data = None
     if isinstance(data, dict):
         error = data.get("error")
@@ -77,7 +79,6 @@ def error_detail(body: bytes) -> str:
         for key in ("message", "error", "detail"):
             if isinstance(data.get(key), str) and data[key].strip():
                 return one_line(data[key])
-    text = body.decode("utf-8", "replace")
     return one_line(text) if text.strip() else "(empty body)"
 
 
@@ -98,18 +99,18 @@ def post_json(
     try:
         response = send("POST", url, json=payload, headers=dict(headers), timeout=timeout)
     except NetworkError as exc:
-        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from None
+        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from exc
     except InferenceError:
         raise
     except RuntimeFailure as exc:  # a resilient client's CircuitOpenError: nothing was sent
-        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from None
+        raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from exc
     if not response.ok:
-        detail = redact(error_detail(response.body), secrets)
+        detail = error_detail(response.body, secrets)
         raise ProviderError(f"inference error ({provider}): {response.status}: {detail}", response.status)
     try:
         return response.json()
     except HttpError:
-        detail = redact(one_line(response.body.decode("utf-8", "replace")) or "(empty body)", secrets)
+        detail = one_line(redact(response.body.decode("utf-8", "replace"), secrets)) or "(empty body)"
         raise ProviderError(f"inference error ({provider}): {response.status} with a body that is not JSON: {detail}",
                             response.status) from None
 
