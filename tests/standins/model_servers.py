@@ -107,9 +107,6 @@ class _ScriptedServer:
 
     # ---- lifecycle
     def __enter__(self):
-        # LoopbackServer polls for shutdown every 0.5 s; a short poll keeps a server per test cheap
-        inner = self._server._server
-        self._server._thread = threading.Thread(target=inner.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self._server.__enter__()
         return self
 

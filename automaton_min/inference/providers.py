@@ -1,0 +1,95 @@
+"""Which provider serves a model, and the ``chat`` hook the router calls.
+
+Resolution, first match wins:
+1. registry provider ``ollama`` with ``ollamaBaseUrl`` -> Ollama's OpenAI-compatible endpoint;
+2. provider ``anthropic`` (or a ``claude-*`` model) with ``anthropicApiKey`` -> Anthropic messages;
+3. provider ``openai-compatible`` (the user's own model), or any model when ``openaiBaseUrl`` is set
+   and the model is not an OpenAI/Anthropic one -> ``openaiBaseUrl`` (llama.cpp, vLLM, ...);
+4. provider ``openai`` with ``openaiApiKey`` -> ``openaiBaseUrl`` or api.openai.com;
+5. otherwise the Conway inference proxy at ``conwayApiUrl`` with the raw Conway key.
+
+Every provider sends through a resilient client with its own circuit breaker, and each
+chat call carries one Idempotency-Key so a 429 or 5xx may be retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol
+
+from automaton_min.ids import new_ulid
+from automaton_min.clock import system_now
+from automaton_min.inference.anthropic import AnthropicProvider
+from automaton_min.inference.openai_compat import OpenAICompatibleProvider
+from automaton_min.inference.registry import ModelInfo
+from automaton_min.inference.types import ChatRequest, ChatResult, InferenceError
+from automaton_min.net.http import Response
+
+Send = Callable[..., Response]
+OPENAI_API = "https://api.openai.com"
+
+
+class Provider(Protocol):
+    def chat(self, request: ChatRequest) -> ChatResult: ...
+
+
+def resilient_send(service: str) -> Send:
+    """A send for ``service`` with retries and its own breaker; one idempotency key per call."""
+    from automaton_min.net.resilient import ResilientHttp
+
+    client = ResilientHttp(service, timeout_s=120.0)
+
+    def send(method: str, url: str, **kwargs: Any) -> Response:
+        return client.request(method, url, idempotency_key=new_ulid(system_now()), **kwargs)
+
+    return send
+
+
+class Providers:
+    """Resolves models to providers (built once each) and serves as the router's ``chat`` hook."""
+
+    def __init__(self, config: Mapping[str, Any], send_for: Callable[[str], Send] = resilient_send) -> None:
+        self.config = config
+        self.send_for = send_for
+        self._built: dict[str, Provider] = {}
+
+    def __call__(self, model: ModelInfo, request: ChatRequest) -> ChatResult:
+        return self.provider_for(model).chat(request)
+
+    def provider_for(self, model: ModelInfo) -> Provider:
+        kind = self.kind_for(model)
+        if kind not in self._built:
+            self._built[kind] = self._build(kind)
+        return self._built[kind]
+
+    def kind_for(self, model: ModelInfo) -> str:
+        """``ollama``, ``anthropic``, ``compatible``, ``openai`` or ``conway`` (the rules in the module doc)."""
+        get = self.config.get
+        is_anthropic = model.provider == "anthropic" or model.model_id.lower().startswith("claude")
+        if model.provider == "ollama" and get("ollamaBaseUrl"):
+            return "ollama"
+        if is_anthropic and get("anthropicApiKey"):
+            return "anthropic"
+        if get("openaiBaseUrl") and (model.provider == "openai-compatible" or model.provider not in ("openai", "anthropic", "conway")):
+            return "compatible"
+        if model.provider == "openai" and get("openaiApiKey"):
+            return "openai"
+        if get("conwayApiKey"):
+            return "conway"
+        raise InferenceError(
+            f"no provider can serve {model.model_id}: set openaiBaseUrl, openaiApiKey or anthropicApiKey, "
+            "or provision a Conway key (automaton-min provision)"
+        )
+
+    def _build(self, kind: str) -> Provider:
+        get = self.config.get
+        send = self.send_for(f"inference-{kind}")
+        if kind == "ollama":
+            return OpenAICompatibleProvider(get("ollamaBaseUrl"), "ollama", provider_name="ollama", send=send)
+        if kind == "anthropic":
+            version = (get("modelStrategy") or {}).get("anthropicApiVersion") or "2023-06-01"
+            return AnthropicProvider(get("anthropicApiKey"), api_version=version, send=send)
+        if kind == "compatible":
+            return OpenAICompatibleProvider(get("openaiBaseUrl"), get("openaiApiKey"), provider_name="openai-compatible", send=send)
+        if kind == "openai":
+            return OpenAICompatibleProvider(get("openaiBaseUrl") or OPENAI_API, get("openaiApiKey"), provider_name="openai", send=send)
+        return OpenAICompatibleProvider(get("conwayApiUrl"), get("conwayApiKey"), provider_name="conway", auth_style="raw", send=send)
