@@ -1,0 +1,104 @@
+"""Credit transfers under the treasury policy, and the model registry refreshed from Conway, against the Conway stand-in."""
+
+from __future__ import annotations
+
+import pytest
+
+from automaton_min.config import DEFAULT_TREASURY_POLICY
+from automaton_min.conway.client import ConwayClient, ConwayError
+from automaton_min.home import Home
+from automaton_min.inference.registry import ModelRegistry
+from automaton_min.runtime.models import refresh_from_conway
+from automaton_min.store.db import open_database
+from automaton_min.treasury.spend import HOUR_MS, SpendTracker
+from automaton_min.treasury.transfers import TransferRefused, transfer_credits
+from standins.conway_api import ConwayApi
+
+TO = "0x" + "ab" * 20
+POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 100}
+
+
+@pytest.fixture
+def db(home: Home, clock):
+    home.ensure()
+    with open_database(home.default_db_path, now=clock) as database:
+        yield database
+
+
+@pytest.fixture
+def api():
+    with ConwayApi(balance_cents=100_000) as stand_in:
+        yield stand_in
+
+
+def send(db, api, clock, amount: int, *, turn: int = 0, balance: int | None = 10_000, policy=POLICY):
+    client = ConwayClient(api.url, api.api_key, now=clock)
+    return transfer_credits(db, client, policy, to_address=TO, amount_cents=amount, note="thanks",
+                            transfers_this_turn=turn, balance_cents=balance, spend=SpendTracker(db, clock))
+
+
+def transfer_requests(api) -> int:
+    return len([r for r in api.server.requests if r.path.startswith("/v1/credits/transfer")])
+
+
+def test_an_allowed_transfer_is_sent_once_and_recorded(db, api, clock) -> None:
+    result = send(db, api, clock, 2500)
+    assert transfer_requests(api) == 1 and result.amount_cents == 2500
+    assert SpendTracker(db, clock).spent("transfer", HOUR_MS) == 2500
+    (kind, cents), = db.query("SELECT type, amount_cents FROM transactions")
+    assert (kind, cents) == ("transfer_out", 2500)
+
+
+@pytest.mark.parametrize(("amount", "options", "limit"), [
+    (5001, {}, "maxSingleTransferCents"),
+    (100, {"turn": 2}, "maxTransfersPerTurn"),
+    (9_950, {"policy": {**POLICY, "maxSingleTransferCents": 10_000, "maxHourlyTransferCents": 20_000}}, "minimumReserveCents"),
+    (100, {"balance": None}, "minimumReserveCents"),
+    (0, {}, "amount"),
+])
+def test_each_limit_refuses_before_anything_is_sent(db, api, clock, amount, options, limit) -> None:
+    with pytest.raises(TransferRefused) as caught:
+        send(db, api, clock, amount, **options)
+    assert caught.value.limit == limit
+    assert transfer_requests(api) == 0 and SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
+
+
+def test_hourly_cap_and_cooldown_count_earlier_transfers(db, api, clock) -> None:
+    policy = {**POLICY, "transferCooldownMs": 30_000}
+    for _ in range(2):
+        send(db, api, clock, 5000, policy=policy)
+        clock.advance(30_000)
+    with pytest.raises(TransferRefused) as caught:
+        send(db, api, clock, 1, policy=policy)
+    assert caught.value.limit == "maxHourlyTransferCents"
+    clock.advance(HOUR_MS)
+    send(db, api, clock, 1, policy=policy)
+    with pytest.raises(TransferRefused) as caught:
+        send(db, api, clock, 1, policy=policy)
+    assert caught.value.limit == "transferCooldownMs" and transfer_requests(api) == 3
+
+
+def test_a_refused_transfer_is_not_counted_but_an_unclear_one_is(db, api, clock) -> None:
+    api.fail("/v1/credits/transfer", 400, {"error": "bad address"}, times=1)
+    with pytest.raises(ConwayError):
+        send(db, api, clock, 700)
+    assert SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
+    api.fail("/v1/credits/transfer", 502, "html", times=1)
+    with pytest.raises(ConwayError):
+        send(db, api, clock, 700)
+    assert SpendTracker(db, clock).spent("transfer", HOUR_MS) == 700  # may have happened: counted
+
+
+def test_bad_recipients_are_refused(db, api, clock) -> None:
+    client = ConwayClient(api.url, api.api_key, now=clock)
+    with pytest.raises(TransferRefused, match="to_address"):
+        transfer_credits(db, client, POLICY, to_address="someone", amount_cents=5, note=None, transfers_this_turn=0, balance_cents=10_000)
+
+
+def test_registry_refresh_from_conway_models(db, api, clock) -> None:
+    registry = ModelRegistry(db, clock)
+    registry.seed_baseline()
+    count = refresh_from_conway(registry, ConwayClient(api.url, api.api_key, now=clock))
+    assert count == 3  # the retired model is skipped
+    assert (registry.get("claude-x").cost_per_1k_input, registry.get("claude-x").cost_per_1k_output) == (30, 150)
+    assert registry.get("gpt-5.2").cost_per_1k_output == 140 and registry.get("retired") is None
