@@ -30,7 +30,7 @@ WEATHER = ToolSchema(
     "get_weather", "Get the current weather for a city.",
     {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}}, "required": ["city"]},
 )
-SYSTEM = Message("system", "You are a helpful assistant. When asked about the weather, call the get_weather tool.")
+SYSTEM = Message("system", "You are a helpful assistant that uses tools.")  # wording a 270M model reliably acts on
 USER = Message("user", "What is the weather in Paris? Use the get_weather tool.")
 
 
