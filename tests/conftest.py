@@ -61,6 +61,16 @@ def clock() -> FixedClock:
     return FixedClock()
 
 
+@pytest.fixture
+def db(home: Home, clock):
+    """An open, migrated state.db in the test's home, on the test's clock."""
+    from automaton_min.store.db import open_database
+
+    home.ensure()
+    with open_database(home.default_db_path, now=clock) as database:
+        yield database
+
+
 @dataclass
 class CliResult:
     code: int

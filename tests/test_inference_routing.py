@@ -5,14 +5,12 @@ from __future__ import annotations
 import pytest
 
 from automaton_min.config import DEFAULTS, deep_merge
-from automaton_min.home import Home
 from automaton_min.inference.providers import Providers
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.router import Router, RoutedResult
 from automaton_min.inference.types import InferenceError, Message, ToolSchema
 from automaton_min.net.http import request
 from automaton_min.net.resilient import CircuitBreaker, ResilientHttp
-from automaton_min.store.db import open_database
 from standins.loopback_http import Reply
 from standins.model_servers import AnthropicServer, OpenAIServer, anthropic_answer, openai_answer
 
@@ -44,13 +42,6 @@ def test_models_resolve_to_the_expected_provider(values: dict, model: ModelInfo,
 def test_no_provider_is_an_error_that_says_what_to_set() -> None:
     with pytest.raises(InferenceError, match="provision"):
         Providers(config(), plain).kind_for(ModelInfo("gpt-5.2", "openai", "G"))
-
-
-@pytest.fixture
-def db(home: Home, clock):
-    home.ensure()
-    with open_database(home.default_db_path, now=clock) as database:
-        yield database
 
 
 def routed(db, clock, cfg: dict, send_for=plain) -> Router:

@@ -79,13 +79,6 @@ def wallet(home: Home, clock) -> Wallet:
 
 
 @pytest.fixture
-def db(home: Home, clock):
-    home.ensure()
-    with open_database(home.default_db_path, now=clock) as database:
-        yield database
-
-
-@pytest.fixture
 def signatures(monkeypatch) -> list:
     """Every signature the payer computes is counted here."""
     calls: list = []

@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automaton_min.config import DEFAULTS, deep_merge
-from automaton_min.home import Home
 from automaton_min.inference.registry import BASELINE, ModelInfo, ModelRegistry
 from automaton_min.inference.router import (
     CONTEXT_BUDGET,
@@ -21,19 +20,11 @@ from automaton_min.inference.router import (
     prune_inference_costs,
 )
 from automaton_min.inference.types import ChatResult, Message, Usage
-from automaton_min.store.db import open_database
 from automaton_min.treasury.spend import SpendTracker
 from standins.loopback_http import LoopbackServer, Reply
 
 GPT52 = next(m for m in BASELINE if m.model_id == "gpt-5.2")
 MESSAGES = (Message("system", "You are an automaton."), Message("user", "Check your balance."))
-
-
-@pytest.fixture
-def db(home: Home, clock):
-    home.ensure()
-    with open_database(home.default_db_path, now=clock) as database:
-        yield database
 
 
 @pytest.fixture

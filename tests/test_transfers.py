@@ -6,23 +6,14 @@ import pytest
 
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.conway.client import ConwayClient, ConwayError
-from automaton_min.home import Home
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.runtime.models import refresh_from_conway
-from automaton_min.store.db import open_database
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
 from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 from standins.conway_api import ConwayApi
 
 TO = "0x" + "ab" * 20
 POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 100}
-
-
-@pytest.fixture
-def db(home: Home, clock):
-    home.ensure()
-    with open_database(home.default_db_path, now=clock) as database:
-        yield database
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import orjson
 from automaton_min.chain.eip3009 import TokenDomain, TransferAuthorization
 from automaton_min.chain.usdc import BASE_SEPOLIA, Network, network_named
 from automaton_min.errors import RuntimeFailure
+from automaton_min.net.http import header_value
 
 V1_PAYMENT_HEADER = "X-PAYMENT"
 V1_RESPONSE_HEADER = "X-PAYMENT-RESPONSE"
@@ -87,7 +88,7 @@ def encode_base64_json(value: Any) -> str:
 
 def parse_payment_required(headers: Mapping[str, str], body: bytes, url: str) -> PaymentRequired:
     """Read the payment options of a 402 answer (v2 header first, then a v1 JSON body)."""
-    header = _header(headers, V2_REQUIRED_HEADER)
+    header = header_value(headers, V2_REQUIRED_HEADER)
     if header:
         document = decode_base64_json(header, f"the {V2_REQUIRED_HEADER} header")
     else:
@@ -162,16 +163,10 @@ def payment_header(
 
 def settlement(headers: Mapping[str, str]) -> dict[str, Any] | None:
     """The decoded ``PAYMENT-RESPONSE`` / ``X-PAYMENT-RESPONSE`` header, if the server sent one."""
-    value = _header(headers, V2_RESPONSE_HEADER) or _header(headers, V1_RESPONSE_HEADER)
+    value = header_value(headers, V2_RESPONSE_HEADER) or header_value(headers, V1_RESPONSE_HEADER)
     if not value:
         return None
     decoded = decode_base64_json(value, "the payment response header")
     return decoded if isinstance(decoded, dict) else None
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    lowered = name.lower()
-    for key, value in headers.items():
-        if key.lower() == lowered:
-            return value
-    return None

@@ -51,6 +51,15 @@ class Response:
         return self._json
 
 
+def header_value(headers: Mapping[str, str], name: str) -> str | None:
+    """A header by name, case-insensitively (plain dicts do not fold case)."""
+    lowered = name.lower()
+    for key, value in headers.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
 def snippet(body: bytes, limit: int = 200) -> str:
     """A short, single-line preview of a response body for error messages."""
     text = body.decode("utf-8", "replace").replace("\n", " ").strip()

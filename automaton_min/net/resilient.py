@@ -51,7 +51,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from automaton_min.errors import RuntimeFailure
-from automaton_min.net.http import HttpError, NetworkError, Response, request as plain_request
+from automaton_min.net.http import HttpError, NetworkError, Response, header_value, request as plain_request
 from automaton_min.observe.log import get_logger
 
 __all__ = [
@@ -184,14 +184,6 @@ def breaker_for(service: str) -> CircuitBreaker:
     return _registry.get(service)
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    lowered = name.lower()
-    for key, value in headers.items():
-        if key.lower() == lowered:
-            return value
-    return None
-
-
 def parse_retry_after(value: str | None, wall_now: float) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP-date); None when absent or unreadable."""
     if value is None:
@@ -255,7 +247,7 @@ class ResilientHttp:
         """Seconds to wait before retry number ``retry`` (0-based): Retry-After if given, else jittered exponential."""
         delay = None
         if response is not None:
-            delay = parse_retry_after(_header(response.headers, "Retry-After"), self._wall_now())
+            delay = parse_retry_after(header_value(response.headers, "Retry-After"), self._wall_now())
         if delay is None:
             delay = self.base_delay_s * (2 ** retry) * (0.5 + self._random())
         return min(delay, self.max_delay_s)
@@ -280,7 +272,7 @@ class ResilientHttp:
                 raise ValueError("idempotency_key must not be empty")
             all_headers = {k: v for k, v in all_headers.items() if k.lower() != IDEMPOTENCY_HEADER.lower()}
             all_headers[IDEMPOTENCY_HEADER] = idempotency_key
-        keyed = bool(_header(all_headers, IDEMPOTENCY_HEADER))
+        keyed = bool(header_value(all_headers, IDEMPOTENCY_HEADER))
         per_attempt = self.timeout_s if timeout is None else timeout
         budget = self.deadline_s if deadline_s is None else deadline_s
         started = self._now()
