@@ -108,7 +108,7 @@ def ask(wire: Wire, *messages: Message) -> ChatRequest:
 def test_tool_round_trip_gives_the_same_results_on_every_wire(wire: Wire) -> None:
     provider_ids = [f"id_{wire.name}_{n}" for n in range(len(CALLS))]
     wire.server.script(
-        wire.tool_answer("Let me look that up.", [(i, n, a) for i, (n, a) in zip(provider_ids, CALLS)], (52, 31)),
+        wire.tool_answer("Let me look that up.", [(i, n, a) for i, (n, a) in zip(provider_ids, CALLS, strict=True)], (52, 31)),
         wire.text_answer("It is sunny and 21 C in Paris; the time is 14:05.", (97, 18), "stop"),
     )
     first = wire.provider.chat(ask(wire, SYSTEM, USER))
@@ -116,12 +116,12 @@ def test_tool_round_trip_gives_the_same_results_on_every_wire(wire: Wire) -> Non
     assert [c.id for c in first.tool_calls] == provider_ids
 
     history = (SYSTEM, USER, Message("assistant", first.content, tool_calls=first.tool_calls),
-               *(Message("tool", text, tool_call_id=c.id) for c, text in zip(first.tool_calls, RESULTS)))
+               *(Message("tool", text, tool_call_id=c.id) for c, text in zip(first.tool_calls, RESULTS, strict=True)))
     second = wire.provider.chat(ask(wire, *history))
     assert summary(second) == ("It is sunny and 21 C in Paris; the time is 14:05.", (), Usage(97, 18), "stop")
 
     assert wire.server.rejections == []
-    assert wire.tool_results_seen(wire.server.requests[1].body) == dict(zip(provider_ids, RESULTS))
+    assert wire.tool_results_seen(wire.server.requests[1].body) == dict(zip(provider_ids, RESULTS, strict=True))
     assert wire.tool_results_seen(wire.server.requests[0].body) == {}
     assert (first.provider, second.provider) == (wire.provider.provider_name,) * 2
 
@@ -155,7 +155,7 @@ def test_every_wire_parses_the_conversation_identically() -> None:
             )
             first = current.provider.chat(ask(current, SYSTEM, USER))
             history = (SYSTEM, USER, Message("assistant", first.content, tool_calls=first.tool_calls),
-                       *(Message("tool", text, tool_call_id=c.id) for c, text in zip(first.tool_calls, RESULTS)))
+                       *(Message("tool", text, tool_call_id=c.id) for c, text in zip(first.tool_calls, RESULTS, strict=True)))
             second = current.provider.chat(ask(current, *history))
             assert current.server.rejections == []
             outcomes[name] = (summary(first), [c.id for c in first.tool_calls], summary(second))

@@ -146,7 +146,7 @@ def parse_message(body: Any, model: str = "") -> ChatResult:
     texts = [block["text"] for block in blocks if block.get("type") == "text" and isinstance(block.get("text"), str)]
     uses = [block for block in blocks if block.get("type") == "tool_use"]
     calls = []
-    for call_id, block in zip(unique_call_ids([block.get("id") for block in uses]), uses):
+    for call_id, block in zip(unique_call_ids([block.get("id") for block in uses]), uses, strict=True):
         name = block.get("name") if isinstance(block.get("name"), str) else ""
         arguments, raw, error = parse_arguments(block.get("input"))
         if not name:

@@ -114,7 +114,7 @@ def _tool_calls(entries: Any) -> tuple[ToolCall, ...]:
     entries = [entry for entry in entries if isinstance(entry, dict)]
     ids = unique_call_ids([entry.get("id") for entry in entries])
     calls = []
-    for call_id, entry in zip(ids, entries):
+    for call_id, entry in zip(ids, entries, strict=True):
         function = entry.get("function") if isinstance(entry.get("function"), dict) else {}
         name = function.get("name") if isinstance(function.get("name"), str) else ""
         arguments, raw, error = parse_arguments(function.get("arguments"))

@@ -185,7 +185,7 @@ def unique_call_ids(provider_ids: list[Any]) -> list[str]:
         else:
             ids.append(None)
     result: list[str] = []
-    for position, (value, kept) in enumerate(zip(provider_ids, ids)):
+    for position, (value, kept) in enumerate(zip(provider_ids, ids, strict=True)):
         if kept is not None:
             result.append(kept)
             continue
