@@ -1,0 +1,1 @@
+"""Tools: the registry, argument validation, and one module per tool family."""

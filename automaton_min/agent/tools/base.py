@@ -1,0 +1,57 @@
+"""The contract every tool, the registry and the policy engine share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+Risk = Literal["safe", "caution", "dangerous", "forbidden"]
+
+# Who is asking for a tool call, decided from where the turn's input came from:
+# "creator" only for a message signed by the creator's address; "agent" for the
+# agent's own turns (wake-up, continuation, its own system notices); "external"
+# for anything from other agents or the outside world.
+Authority = Literal["creator", "agent", "external"]
+AUTHORITIES: tuple[str, ...] = ("creator", "agent", "external")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model sees of a tool, plus what the loop and the policy engine need to know."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    category: str
+    risk: Risk = "safe"
+    mutating: bool = False
+    status_check: bool = False
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use while it runs; tools never reach for the runtime themselves.
+
+    ``services`` holds the clients a tool family needs (``sandbox``, ``conway``, ``payer``,
+    ``router``, ...); a tool asks for what it uses and reports a clear error when it is absent.
+    """
+
+    db: Any
+    config: Any
+    now: Callable[[], int]
+    turn_id: str | None = None
+    authority: Authority = "agent"
+    services: dict[str, Any] = field(default_factory=dict)
+
+
+ToolHandler = Callable[[ToolContext, dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    run: ToolHandler
+
+
+class ToolFailure(Exception):
+    """Raised by a tool for an expected failure; its message becomes the error result the model sees."""
