@@ -1,11 +1,95 @@
-"""Reading the ``turns`` table (writing comes with the agent loop)."""
+"""The ``turns`` and ``tool_calls`` tables: one row per turn, one per tool call.
+
+``turns.tool_calls`` also carries the calls as JSON (the reference's readers use
+it). Tool-call rows are keyed ``<turn id>_<position>``, unique across turns;
+the provider's own id (often ``call_0`` every turn with local models) is kept in
+the JSON, never used as a key.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
+
+
+@dataclass(frozen=True)
+class StoredToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    result: str
+    error: str | None
+    duration_ms: int = 0
+    provider_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    id: str
+    timestamp: str
+    state: str
+    input: str | None
+    input_source: str | None
+    thinking: str
+    tool_calls: tuple[StoredToolCall, ...] = ()
+    token_usage: dict[str, Any] = field(default_factory=dict)
+    cost_cents: int = 0
+
+
+def insert_turn(db: "Database", turn: StoredTurn) -> None:
+    """Write a turn and its tool calls (call it inside the turn's transaction)."""
+    calls_json = orjson.dumps([
+        {"id": c.id, "providerId": c.provider_id, "name": c.name, "arguments": c.arguments, "result": c.result,
+         "error": c.error, "durationMs": c.duration_ms} for c in turn.tool_calls
+    ]).decode()
+    db.execute(
+        "INSERT INTO turns (id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (turn.id, turn.timestamp, turn.state, turn.input, turn.input_source, turn.thinking, calls_json,
+         orjson.dumps(turn.token_usage).decode(), turn.cost_cents, turn.timestamp),
+    )
+    for call in turn.tool_calls:
+        db.execute(
+            "INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.id, turn.id, call.name, orjson.dumps(call.arguments).decode(), call.result, call.duration_ms, call.error, turn.timestamp),
+        )
+
+
+def _parse_calls(text: str | None) -> tuple[StoredToolCall, ...]:
+    try:
+        raw = orjson.loads(text or "[]")
+    except orjson.JSONDecodeError:
+        return ()
+    calls = []
+    for index, entry in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        arguments = entry.get("arguments") if isinstance(entry.get("arguments"), dict) else {}
+        calls.append(StoredToolCall(str(entry.get("id") or f"call_{index}"), str(entry.get("name") or ""), arguments,
+                                    str(entry.get("result") or ""), entry.get("error"), int(entry.get("durationMs") or 0),
+                                    entry.get("providerId")))
+    return tuple(calls)
+
+
+def recent_turns(db: "Database", limit: int = 20) -> list[StoredTurn]:
+    """The newest ``limit`` turns, oldest first."""
+    rows = db.query(
+        "SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents FROM turns"
+        " ORDER BY timestamp DESC, id DESC LIMIT ?", (limit,))
+    turns = []
+    for row in reversed(rows):
+        try:
+            usage = orjson.loads(row[7] or "{}")
+        except orjson.JSONDecodeError:
+            usage = {}
+        turns.append(StoredTurn(row[0], row[1], row[2], row[3], row[4], row[5] or "", _parse_calls(row[6]),
+                                usage if isinstance(usage, dict) else {}, int(row[8] or 0)))
+    return turns
 
 
 def count_turns(db: "Database") -> int:
@@ -15,3 +99,14 @@ def count_turns(db: "Database") -> int:
 def last_turn_timestamp(db: "Database") -> str | None:
     """Timestamp of the newest turn (uses ``idx_turns_timestamp``)."""
     return db.scalar("SELECT MAX(timestamp) FROM turns")
+
+
+def prune_turns(db: "Database", keep_latest: int) -> int:
+    """Retention: keep the newest ``keep_latest`` turns (and their tool calls), delete the rest."""
+    cutoff = db.scalar("SELECT timestamp FROM turns ORDER BY timestamp DESC, id DESC LIMIT 1 OFFSET ?", (keep_latest,))
+    if cutoff is None:
+        return 0
+    with db.transaction():
+        db.execute("DELETE FROM tool_calls WHERE turn_id IN (SELECT id FROM turns WHERE timestamp <= ?)", (cutoff,))
+        db.execute("DELETE FROM turns WHERE timestamp <= ?", (cutoff,))
+        return db.connection.changes()
