@@ -1,0 +1,100 @@
+"""Loop controls: after each turn, decide whether to go on, warn the model, or sleep.
+
+Constants are the reference runtime's. Every sleep the controls decide carries its
+duration, so the loop always writes ``sleep_until`` (the reference sometimes
+forgot, and lost its warning message when it forced a sleep).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_TOOL_CALLS_PER_TURN = 10
+MAX_CONSECUTIVE_ERRORS = 5
+ERROR_SLEEP_S = 300
+TEXT_ONLY_SLEEP_S = 60
+CYCLE_LIMIT_SLEEP_S = 120
+IDLE_TURN_LIMIT = 10
+IDLE_SLEEP_S = 60
+REPEAT_WINDOW = 3
+LOOP_ENFORCEMENT_SLEEP_S = 300
+MAINTENANCE_TURNS = 3
+
+
+@dataclass(frozen=True)
+class TurnSummary:
+    """What the controls need to know about a finished turn."""
+
+    tool_names: tuple[str, ...]
+    mutated: bool
+    status_only: bool
+    sleep_requested_s: int | None = None
+    sleep_reason: str = ""
+    had_input: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``go`` (next turn), ``warn`` (next turn, with ``message`` for the model) or ``sleep`` (for ``seconds``)."""
+
+    action: str
+    seconds: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class LoopControls:
+    max_turns_per_cycle: int = 25
+    turns: int = 0
+    errors: int = 0
+    idle_turns: int = 0
+    maintenance_turns: int = 0
+    patterns: list[str] = field(default_factory=list)
+    warned_pattern: str | None = None
+
+    def after_turn(self, turn: TurnSummary) -> Verdict:
+        """The verdict after a turn that completed (errors go to ``after_error``)."""
+        self.turns += 1
+        self.errors = 0
+        if turn.sleep_requested_s is not None:
+            return Verdict("sleep", turn.sleep_requested_s, turn.sleep_reason or "the agent chose to sleep")
+        if not turn.tool_names:
+            return Verdict("sleep", TEXT_ONLY_SLEEP_S, "answered without using a tool")
+
+        pattern = ",".join(sorted(turn.tool_names))
+        if self.warned_pattern is not None and pattern != self.warned_pattern:
+            self.warned_pattern = None
+        self.patterns = (self.patterns + [pattern])[-REPEAT_WINDOW:]
+        repeated = len(self.patterns) == REPEAT_WINDOW and len(set(self.patterns)) == 1
+        if repeated and self.warned_pattern == pattern:
+            self.warned_pattern, self.patterns = None, []
+            return Verdict("sleep", LOOP_ENFORCEMENT_SLEEP_S, f"kept repeating {pattern} after a warning")
+
+        self.idle_turns = 0 if (turn.mutated or turn.had_input) else self.idle_turns + 1
+        self.maintenance_turns = self.maintenance_turns + 1 if turn.status_only else 0
+        if self.turns >= self.max_turns_per_cycle:
+            return Verdict("sleep", CYCLE_LIMIT_SLEEP_S, f"reached {self.max_turns_per_cycle} turns in this wake cycle")
+        if self.idle_turns >= IDLE_TURN_LIMIT:
+            self.idle_turns = 0
+            return Verdict("sleep", IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing")
+        if repeated:
+            self.warned_pattern, self.patterns = pattern, []
+            return Verdict("warn", message=(
+                f"You have called {pattern} {REPEAT_WINDOW} times in a row and learned nothing new. "
+                "Do something different now: pick one concrete task from your purpose and carry it out. "
+                "Repeating the same calls again will put you to sleep."))
+        if self.maintenance_turns >= MAINTENANCE_TURNS:
+            self.maintenance_turns = 0
+            return Verdict("warn", message=(
+                f"Your last {MAINTENANCE_TURNS} turns only checked status. You already know where you stand. "
+                "Go back to your purpose and your SOUL.md and build or change something concrete."))
+        return Verdict("go")
+
+    def after_error(self) -> Verdict:
+        """The verdict after a turn that failed (provider error, crash outside a tool)."""
+        self.errors += 1
+        if self.errors >= MAX_CONSECUTIVE_ERRORS:
+            self.errors = 0
+            return Verdict("sleep", ERROR_SLEEP_S, f"{MAX_CONSECUTIVE_ERRORS} turns failed in a row")
+        return Verdict("go")
