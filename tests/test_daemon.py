@@ -1,0 +1,55 @@
+"""The daemon's wait between cycles: event-driven, with stop and wake, and no polling."""
+
+from __future__ import annotations
+
+import threading
+
+from automaton_min.clock import to_iso
+from automaton_min.runtime.daemon import DEFAULT_SLEEP_S, MIN_SLEEP_S, Signals, seconds_until, serve
+
+
+class RecordingCycle:
+    def __init__(self, signals: Signals, *, wake_after: int | None = None, stop_after: int | None = None) -> None:
+        self.signals, self.reasons = signals, []
+        self.wake_after, self.stop_after = wake_after, stop_after
+
+    def run_cycle(self, reason: str, stop: threading.Event) -> None:
+        self.reasons.append(reason)
+        if self.stop_after is not None and len(self.reasons) >= self.stop_after:
+            self.signals.stop.set()
+        elif self.wake_after is not None and len(self.reasons) >= self.wake_after:
+            self.signals.wake.set()  # as a signal handler or the heartbeat would
+
+
+def test_seconds_until(clock) -> None:
+    assert seconds_until(None, clock()) == DEFAULT_SLEEP_S
+    assert seconds_until(to_iso(clock() + 300_000), clock()) == 300
+    assert seconds_until(to_iso(clock() - 5_000), clock()) == MIN_SLEEP_S
+
+
+def test_a_wake_ends_the_sleep_at_once_and_says_why(clock) -> None:
+    signals = Signals()
+    cycle = RecordingCycle(signals, wake_after=1, stop_after=3)
+    assert serve(cycle, signals, lambda: to_iso(clock() + 3_600_000), now=clock) == 0
+    assert cycle.reasons == ["the runtime started", "something woke you early (a message or an event)",
+                             "something woke you early (a message or an event)"]
+
+
+def test_stop_during_a_cycle_exits_without_sleeping(clock) -> None:
+    signals = Signals()
+    stopped = []
+    cycle = RecordingCycle(signals, stop_after=1)
+    assert serve(cycle, signals, lambda: to_iso(clock() + 3_600_000), now=clock, on_stop=lambda: stopped.append(1)) == 0
+    assert cycle.reasons == ["the runtime started"] and stopped == [1]
+
+
+def test_stop_while_asleep_exits_promptly(clock) -> None:
+    signals = Signals()
+    cycle = RecordingCycle(signals)
+    threading.Timer(0.05, lambda: (signals.stop.set(), signals.wake.set())).start()
+    done = threading.Event()
+    code: list[int] = []
+    runner = threading.Thread(target=lambda: (code.append(serve(cycle, signals, lambda: to_iso(clock() + 3_600_000), now=clock)), done.set()))
+    runner.start()
+    assert done.wait(5), "serve did not return after stop"
+    assert code == [0] and cycle.reasons == ["the runtime started"]
