@@ -1,0 +1,214 @@
+"""The agent loop: think, act, observe, persist, repeat.
+
+One wake cycle: state ``waking``, read the finances, a wake-up message that says why
+the agent woke, state ``running``; then turns until a control says sleep. One turn:
+sleep-timer check; claim up to 10 inbox messages; finances (cached); survival tier and
+state; build the context; route the inference; run at most 10 tool calls, each through
+the policy; persist the turn, its tool calls and the inbox acknowledgements in ONE
+transaction; loop controls. A failed turn leaves nothing half-written and puts its inbox
+messages back.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from automaton_min.agent.context import build_messages
+from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
+from automaton_min.agent.prompts import Identity, Status, system_prompt, wakeup_message
+from automaton_min.agent.tools.base import ToolContext, ToolSpec
+from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
+from automaton_min.clock import Clock, from_iso, to_iso
+from automaton_min.errors import RuntimeFailure
+from automaton_min.ids import new_ulid
+from automaton_min.inference.router import BudgetDenied, Router
+from automaton_min.inference.types import InferenceError, Message
+from automaton_min.observe.log import get_logger
+from automaton_min.store.kv import delete_value, get_value, set_value
+from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
+
+log = get_logger(__name__)
+
+SLEEP_UNTIL_KEY = "sleep_until"
+SLEEP_REASON_KEY = "sleep_reason"
+INBOX_BATCH = 10
+RECENT_TURNS = 20
+
+
+class Hooks(Protocol):
+    """The collaborators the loop calls; the runtime wires the real ones, tests may pass their own."""
+
+    def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]: ...           # (id, text, authority)
+    def ack_inbox(self, ids: list[str], now_ms: int) -> None: ...                    # inside the turn transaction
+    def release_inbox(self, ids: list[str]) -> None: ...                             # after a failed turn
+    def finances(self, now_ms: int) -> tuple[int | None, int | None]: ...            # credits cents, USDC atomic
+    def survive(self, credits: int | None, usdc: int | None, now_ms: int) -> tuple[str, bool]: ...  # tier, low compute
+    def set_state(self, state: str, now_ms: int, reason: str) -> None: ...
+    def state(self) -> str: ...
+    def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
+                  calls_this_turn: tuple[str, ...]) -> str | None: ...
+    def clean_result(self, text: str, source: str, now_ms: int) -> str: ...
+    def clean_instruction(self, text: str) -> str: ...
+    def prompt_parts(self) -> dict[str, str | None]: ...                             # soul, genesis, constitution, creator_message
+
+
+@dataclass
+class CycleResult:
+    turns: int = 0
+    slept_for_s: int = 0
+    reason: str = ""
+
+
+@dataclass
+class LoopState:
+    """Per-cycle state a tool may change through the ``loop`` service."""
+
+    sleep_request: tuple[int, str] | None = None
+    low_compute: bool = False
+    distress: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def request_sleep(self, seconds: int, reason: str) -> None:
+        self.sleep_request = (seconds, reason)
+
+
+class AgentLoop:
+    def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
+                 now: Clock, services: dict[str, Any] | None = None, started_ms: int | None = None) -> None:
+        self.db = db
+        self.config = config
+        self.identity = identity
+        self.router = router
+        self.tools = tools
+        self.hooks = hooks
+        self.now = now
+        self.services = services or {}
+        self.started_ms = started_ms if started_ms is not None else now()
+
+    # ---------------------------------------------------------------- one wake cycle
+
+    def run_cycle(self, reason: str, stop: threading.Event | None = None) -> CycleResult:
+        """Run turns until a control (or ``stop``) says to sleep; returns what happened."""
+        stop = stop or threading.Event()
+        now_ms = self.now()
+        delete_value(self.db, SLEEP_UNTIL_KEY)
+        self.hooks.set_state("waking", now_ms, reason)
+        credits, usdc = self.hooks.finances(now_ms)
+        first_run = count_turns(self.db) == 0
+        thoughts = [t.thinking for t in recent_turns(self.db, 3)]
+        pending: tuple[Message, str, str] | None = (
+            Message("user", "[wakeup] " + wakeup_message(first_run=first_run, reason=reason, credits_cents=credits,
+                                                          usdc_atomic=usdc, turns=count_turns(self.db), recent_thoughts=thoughts)),
+            "wakeup", "agent")
+        self.hooks.set_state("running", self.now(), "awake")
+        controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
+        result = CycleResult()
+        while not stop.is_set():
+            if self._asleep():
+                result.reason = get_value(self.db, SLEEP_REASON_KEY) or "sleep timer"
+                break
+            claimed: list[str] = []
+            if pending is None:
+                messages = self.hooks.claim_inbox(self.now())
+                claimed = [m[0] for m in messages]
+                if messages:
+                    authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
+                    pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", authority)
+            try:
+                summary = self._turn(pending, claimed, first_run and result.turns == 0)
+            except Exception as exc:  # the loop's outer boundary: a failed turn is logged, counted, and undone
+                if isinstance(exc, (InferenceError, RuntimeFailure)):
+                    log.warning("turn failed", extra={"error": str(exc)})
+                else:
+                    log.exception("turn crashed")
+                self.hooks.release_inbox(claimed)
+                verdict = controls.after_error()
+            else:
+                verdict = summary if isinstance(summary, Verdict) else controls.after_turn(summary)
+            pending = None
+            result.turns += 1
+            if verdict.action == "warn":
+                pending = (Message("user", "[system] " + verdict.message), "system", "agent")
+            elif verdict.action == "sleep":
+                self._sleep(verdict.seconds, verdict.reason)
+                result.slept_for_s, result.reason = verdict.seconds, verdict.reason
+                break
+        return result
+
+    def _asleep(self) -> bool:
+        until = get_value(self.db, SLEEP_UNTIL_KEY)
+        return bool(until) and from_iso(until) > self.now()
+
+    def _sleep(self, seconds: int, reason: str) -> None:
+        now_ms = self.now()
+        with self.db.transaction():
+            set_value(self.db, SLEEP_UNTIL_KEY, to_iso(now_ms + seconds * 1000), now_ms)
+            set_value(self.db, SLEEP_REASON_KEY, reason, now_ms)
+        self.hooks.set_state("sleeping", now_ms, reason)
+        log.info("sleeping", extra={"seconds": seconds, "reason": reason})
+
+    # ---------------------------------------------------------------- one turn
+
+    def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool) -> TurnSummary | Verdict:
+        now_ms = self.now()
+        turn_id = new_ulid(now_ms)
+        credits, usdc = self.hooks.finances(now_ms)
+        tier, low_compute = self.hooks.survive(credits, usdc, now_ms)
+        loop_state = LoopState(low_compute=low_compute)
+        route = self.router.plan(tier, low_compute=loop_state.low_compute)
+        budget = route.context_budget if not isinstance(route, BudgetDenied) else 4000
+        parts = self.hooks.prompt_parts()
+        status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
+                        route.model.model_id if not isinstance(route, BudgetDenied) else "none")
+        prompt = system_prompt(self.identity, status, self.tools.specs(), soul=parts.get("soul"), genesis=parts.get("genesis"),
+                               constitution=parts.get("constitution"), creator_message=parts.get("creator_message"),
+                               first_run=first_run, clean=self.hooks.clean_instruction)
+        message, source, authority = pending if pending else (None, None, "agent")
+        context = build_messages(prompt, recent_turns(self.db, RECENT_TURNS), message, budget_tokens=budget)
+
+        routed = self.router.route(context, tier=tier, turn_id=turn_id, tools=self.tools.schemas(), low_compute=loop_state.low_compute)
+        if isinstance(routed, BudgetDenied):
+            self._persist(StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
+                                     f"[no inference: {routed.message}]"), claimed)
+            return Verdict("sleep", 600, f"inference not allowed: {routed.limit}")
+
+        outcomes: list[ToolOutcome] = []
+        ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, {**self.services, "loop": loop_state})
+        for call in routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]:
+            names = tuple(o.name for o in outcomes)
+            outcome = self.tools.execute(
+                ctx, call.id, call.name, call.arguments, argument_error=call.argument_error,
+                authorize=lambda spec, args, n=names: self.hooks.authorize(spec, args, authority, turn_id, n))
+            outcomes.append(outcome)
+        calls = tuple(
+            StoredToolCall(f"{turn_id}_{i}", o.name, o.arguments,
+                           self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "", o.error, o.duration_ms,
+                           routed.result.tool_calls[i].id)
+            for i, o in enumerate(outcomes))
+        turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
+                          routed.result.content, calls,
+                          {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
+                           "totalTokens": routed.input_tokens + routed.output_tokens}, routed.cost_cents)
+        self._persist(turn, claimed)
+
+        specs = {spec.name: spec for spec in self.tools.specs()}
+        ran = [o for o in outcomes if o.ok]
+        sleep = loop_state.sleep_request
+        return TurnSummary(
+            tool_names=tuple(o.name for o in outcomes),
+            mutated=any(specs[o.name].mutating for o in ran if o.name in specs),
+            status_only=bool(outcomes) and all(o.name in specs and specs[o.name].status_check for o in outcomes),
+            sleep_requested_s=sleep[0] if sleep else None,
+            sleep_reason=sleep[1] if sleep else "",
+            had_input=message is not None,
+        )
+
+    def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
+        """The turn, its tool calls and the inbox acknowledgements: all or nothing."""
+        with self.db.transaction():
+            insert_turn(self.db, turn)
+            if claimed:
+                self.hooks.ack_inbox(claimed, self.now())
+
