@@ -1,0 +1,203 @@
+"""The inbox (``inbox_messages``): messages from the relay and the creator, each handled exactly once.
+
+States of a row::
+
+    received --claim--> in_progress --mark_processed (in the turn's transaction)--> processed
+                             |
+                             +--release_after_failed_turn / reclaim_stale--> received  (retries left)
+                                                                         \\-> failed    (retry_count >= max_retries)
+
+* ``insert_message`` is deduplicated by id: the relay may deliver a message twice.
+* ``claim`` takes up to ``limit`` claimable rows (``received``, retries left, oldest
+  first) and marks them ``in_progress`` with ``retry_count + 1``, in one transaction
+  and one guarded ``UPDATE``: two connections never claim the same row.
+* ``mark_processed`` runs inside the turn's transaction, so a turn that fails before
+  its commit leaves no turn row and its messages ``in_progress``; the loop then
+  calls ``release_after_failed_turn``. A message is tried at most ``max_retries``
+  times (3), then it is ``failed``.
+* ``reclaim_stale`` (at start, before the first claim) puts back the rows a crashed
+  process left ``in_progress``; the crashed attempt counts as one of the retries, so a
+  message that crashes the process every time ends ``failed`` instead of looping.
+* A processed row always has ``processed_at``; claims also require ``processed_at IS
+  NULL``, which keeps rows processed by an older reference runtime (before its v4 added
+  ``status``, they read ``received``) from being handled again, and lets the reference's
+  partial index ``idx_inbox_unprocessed`` (``received_at WHERE processed_at IS NULL``)
+  serve the claim, so no index of our own is needed.
+
+Timestamps are written from the caller's clock in the one stored format; id lists are
+passed as one JSON parameter (``json_each``), so any number of ids is one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import orjson
+
+from automaton_min.clock import to_iso
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+RECEIVED = "received"
+IN_PROGRESS = "in_progress"
+PROCESSED = "processed"
+FAILED = "failed"
+STATUSES = (RECEIVED, IN_PROGRESS, PROCESSED, FAILED)
+
+DEFAULT_MAX_RETRIES = 3
+CLAIM_BATCH = 10
+
+# The selection a claim marks: served by the partial index idx_inbox_unprocessed.
+CLAIMABLE_SQL = ("SELECT id FROM inbox_messages"
+                 " WHERE processed_at IS NULL AND status = 'received' AND retry_count < max_retries"
+                 " ORDER BY received_at, id LIMIT ?")
+
+_COLUMNS = ("id, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,"
+            " status, retry_count, max_retries")
+
+
+@dataclass(frozen=True)
+class InboxMessage:
+    id: str
+    from_address: str
+    content: str
+    raw_content: str | None
+    to_address: str | None
+    reply_to: str | None
+    received_at: str
+    processed_at: str | None
+    status: str
+    retry_count: int
+    max_retries: int
+
+
+def _message(row: tuple) -> InboxMessage:
+    (id_, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,
+     status, retry_count, max_retries) = row
+    return InboxMessage(id_, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,
+                        status or RECEIVED, int(retry_count or 0),
+                        DEFAULT_MAX_RETRIES if max_retries is None else int(max_retries))
+
+
+def _ids_param(ids: Iterable[str]) -> str:
+    return orjson.dumps(list(dict.fromkeys(ids))).decode()
+
+
+def insert_message(db: "Database", id: str, from_address: str, content: str, *, raw_content: str | None = None,
+                   to_address: str | None = None, reply_to: str | None = None, received_at_ms: int) -> bool:
+    """Store a new message as ``received``; False (and nothing written) when its id is already there."""
+    db.execute(
+        "INSERT INTO inbox_messages (id, from_address, content, raw_content, to_address, reply_to, received_at,"
+        " status, retry_count, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(id) DO NOTHING",
+        (id, from_address, content, raw_content, to_address, reply_to, to_iso(received_at_ms), RECEIVED,
+         DEFAULT_MAX_RETRIES),
+    )
+    return db.connection.changes() > 0
+
+
+def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[InboxMessage]:
+    """Take up to ``limit`` claimable messages, oldest first, and mark them ``in_progress``.
+
+    One transaction (``BEGIN IMMEDIATE`` holds the write lock from the start; inside
+    another transaction it is a savepoint of it) and one ``UPDATE ... WHERE status =
+    'received' ... RETURNING``: the selection and the marking cannot be split by
+    another connection. The returned messages carry the incremented ``retry_count``.
+    ``now_ms`` matches the loop's ``claim_inbox(now_ms)`` hook; claiming itself writes no timestamp.
+    """
+    if limit <= 0:
+        return []
+    with db.transaction():
+        rows = db.query(
+            "UPDATE inbox_messages SET status = 'in_progress', retry_count = retry_count + 1"
+            f" WHERE id IN ({CLAIMABLE_SQL})"
+            " AND status = 'received' AND processed_at IS NULL"
+            f" RETURNING {_COLUMNS}",
+            (limit,),
+        )
+    messages = [_message(row) for row in rows]
+    messages.sort(key=lambda m: (m.received_at, m.id))  # RETURNING has no defined order
+    return messages
+
+
+def mark_processed(db: "Database", ids: Iterable[str], now_ms: int) -> int:
+    """Mark claimed messages ``processed``; returns how many changed.
+
+    Meant to run inside the turn's transaction (the caller's ``db.transaction()``), so
+    it opens none of its own: it is one plain ``UPDATE``, atomic by itself when called
+    outside a transaction, and part of the turn's all-or-nothing commit inside one.
+    Only ``in_progress`` rows change, so a message cannot be processed twice.
+    """
+    param = _ids_param(ids)
+    if param == "[]":
+        return 0
+    db.execute(
+        "UPDATE inbox_messages SET status = 'processed', processed_at = ?"
+        " WHERE id IN (SELECT value FROM json_each(?)) AND status = 'in_progress'",
+        (to_iso(now_ms), param),
+    )
+    return db.connection.changes()
+
+
+_RELEASE = (
+    "UPDATE inbox_messages SET status = CASE WHEN retry_count >= max_retries THEN 'failed' ELSE 'received' END"
+    " WHERE status = 'in_progress'"
+)
+
+
+def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, int]:
+    """After a failed turn: its messages go back to ``received``, or to ``failed`` when out of retries.
+
+    Returns ``(released, failed)``. Only ``in_progress`` rows change. One statement, so
+    it is atomic with or without a surrounding transaction.
+    """
+    param = _ids_param(ids)
+    if param == "[]":
+        return (0, 0)
+    with db.transaction():
+        rows = db.query(_RELEASE + " AND id IN (SELECT value FROM json_each(?)) RETURNING status", (param,))
+    failed = sum(1 for (status,) in rows if status == FAILED)
+    return (len(rows) - failed, failed)
+
+
+def reclaim_stale(db: "Database") -> int:
+    """Put back every row left ``in_progress`` (by a crashed process); returns how many.
+
+    Call it once at start, before the loop claims anything: at that moment no live
+    turn owns an ``in_progress`` row. Rows out of retries become ``failed``.
+    """
+    with db.transaction():
+        rows = db.query(_RELEASE + " RETURNING id")
+    return len(rows)
+
+
+def unprocessed_count(db: "Database") -> int:
+    """Messages still to handle: ``received`` or ``in_progress`` (``failed`` ones are not counted)."""
+    return int(db.scalar(
+        "SELECT COUNT(*) FROM inbox_messages WHERE processed_at IS NULL AND status IN ('received', 'in_progress')",
+        default=0,
+    ))
+
+
+def get_message(db: "Database", id: str) -> InboxMessage | None:
+    """One message by id, or ``None``."""
+    row = db.query_one(f"SELECT {_COLUMNS} FROM inbox_messages WHERE id = ?", (id,))
+    return None if row is None else _message(row)
+
+
+def prune_processed(db: "Database", older_than_ms: int) -> int:
+    """Retention: delete ``processed`` and ``failed`` rows older than the cutoff; returns how many.
+
+    Age is ``processed_at`` (failed rows have none: their ``received_at``). A row with
+    ``processed_at`` counts as processed whatever its status says (rows an older reference
+    runtime processed before it had ``status``). Rows still to handle are never deleted,
+    however old.
+    """
+    db.execute(
+        "DELETE FROM inbox_messages WHERE (status IN ('processed', 'failed') OR processed_at IS NOT NULL)"
+        " AND status != 'in_progress' AND COALESCE(processed_at, received_at) < ?",
+        (to_iso(older_than_ms),),
+    )
+    return db.connection.changes()
