@@ -78,7 +78,7 @@ OWN_TABLES = ("payment_intents",)
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
-LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking")
+LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions")
 
 
 # --- helpers (plain sqlite3, independent of the code under test) --------------
@@ -415,7 +415,7 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's later tables appear.
-    assert "policy_decisions" not in tables_of(path)
+    assert "heartbeat_schedule" not in tables_of(path)
 
 
 # --- transactions ------------------------------------------------------------------

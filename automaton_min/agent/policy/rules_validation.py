@@ -1,0 +1,128 @@
+"""Validation rules (priority 100): arguments that cannot be right are refused before anything else looks at them.
+
+Reason code ``VALIDATION_FAILED``. The tool schemas already check types; these
+rules hold even when a tool's schema is looser, or the engine is called directly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from automaton_min.agent.policy.engine import PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
+
+VALIDATION_FAILED = "VALIDATION_FAILED"
+PRIORITY = 100
+
+EVM_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+PACKAGE_NAME = re.compile(r"[@a-zA-Z0-9._/-]+")
+SKILL_NAME = re.compile(r"[a-zA-Z0-9-]+")
+GIT_HASH = re.compile(r"[a-f0-9]{7,40}")
+# Cron fields: minute, hour, day of month, month, day of week (0 and 7 are Sunday).
+CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_CRON_ITEM = re.compile(r"(\*|\d+(?:-\d+)?)(?:/(\d+))?")
+
+# Which argument of which tool must be an EVM address, and whether it is required.
+ADDRESS_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "transfer_credits": (("to_address", True),),
+    "send_message": (("to_address", True),),
+    "fund_child": (("to_address", False), ("agent_address", False)),
+}
+# Which argument of which tool is an amount that must be a positive whole number.
+AMOUNT_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "transfer_credits": (("amount_cents", True),),
+    "fund_child": (("amount_cents", False),),
+    "topup_credits": (("amount_usd", True),),
+    "x402_fetch": (("max_payment_cents", False),),
+}
+
+
+def is_whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def cron_problem(expression: Any) -> str | None:
+    """Why ``expression`` is not a 5-field numeric cron expression, or ``None``."""
+    if not isinstance(expression, str):
+        return "the schedule must be text"
+    fields = expression.split()
+    if len(fields) != 5:
+        return f"a cron expression has 5 fields (minute hour day month weekday), not {len(fields)}"
+    for text, (low, high), name in zip(fields, CRON_RANGES, ("minute", "hour", "day", "month", "weekday"), strict=True):
+        for item in text.split(","):
+            match = _CRON_ITEM.fullmatch(item)
+            if not match:
+                return f"{name} field {text!r} is not a number, range, list, step or *"
+            if match.group(2) is not None and int(match.group(2)) == 0:
+                return f"{name} field {text!r} has a step of 0"
+            if match.group(1) != "*":
+                bounds = [int(n) for n in match.group(1).split("-")]
+                if any(n < low or n > high for n in bounds) or bounds != sorted(bounds):
+                    return f"{name} field {text!r} is outside {low}-{high}"
+    return None
+
+
+def _address_format(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    for name, required in ADDRESS_FIELDS.get(request.tool, ()):
+        value = request.arguments.get(name)
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or not EVM_ADDRESS.fullmatch(value):
+            return deny(VALIDATION_FAILED, f"{name} must be a 0x-prefixed 40-hex-digit address")
+    return None
+
+
+def _amounts(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    for name, required in AMOUNT_FIELDS.get(request.tool, ()):
+        value = request.arguments.get(name)
+        if value is None and not required:
+            continue
+        if not is_whole_number(value) or value <= 0:
+            return deny(VALIDATION_FAILED, f"{name} must be a positive whole number")
+    return None
+
+
+def _port_range(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    port = request.arguments.get("port")
+    if not is_whole_number(port) or not 1 <= port <= 65535:
+        return deny(VALIDATION_FAILED, "port must be a whole number from 1 to 65535")
+    return None
+
+
+def _cron_expression(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    schedule = request.arguments.get("schedule")
+    if schedule is None:
+        return None  # removing an entry, or keeping its schedule
+    problem = cron_problem(schedule)
+    return deny(VALIDATION_FAILED, problem) if problem else None
+
+
+def _pattern_rule(field_names: tuple[str, ...], pattern: re.Pattern[str], what: str):
+    def check(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+        for name in field_names:
+            value = request.arguments.get(name)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not pattern.fullmatch(value):
+                return deny(VALIDATION_FAILED, f"{name} must be {what}")
+        return None
+    return check
+
+
+def validation_rules() -> list[Rule]:
+    return [
+        Rule("validate.address_format", PRIORITY, tools(*ADDRESS_FIELDS), _address_format,
+             "recipient addresses are EVM addresses (0x + 40 hex digits)"),
+        Rule("validate.amount_positive", PRIORITY, tools(*AMOUNT_FIELDS), _amounts,
+             "amounts are positive whole numbers"),
+        Rule("validate.port_range", PRIORITY, tools("expose_port", "remove_port"), _port_range, "ports are 1-65535"),
+        Rule("validate.cron_expression", PRIORITY, tools("modify_heartbeat"), _cron_expression,
+             "heartbeat schedules are 5-field cron expressions"),
+        Rule("validate.package_name", PRIORITY, tools("install_npm_package", "install_mcp_server"),
+             _pattern_rule(("package",), PACKAGE_NAME, "a package name (letters, digits, @ . _ / -)"),
+             "package names carry no shell syntax"),
+        Rule("validate.skill_name", PRIORITY, tools("install_skill", "create_skill", "remove_skill"),
+             _pattern_rule(("name",), SKILL_NAME, "letters, digits and dashes"), "skill names are plain"),
+        Rule("validate.git_hash", PRIORITY, tools("pull_upstream"),
+             _pattern_rule(("commit",), GIT_HASH, "a 7-40 digit lowercase hex commit hash"), "commits are hashes"),
+    ]
