@@ -1,0 +1,143 @@
+"""Self tools: view_soul, update_soul, update_genesis_prompt; and modify_heartbeat.
+
+SOUL.md is rewritten atomically (mode 0600), bounded to what the system prompt
+shows, and the version it replaces is kept in KV ``soul_previous``. The genesis
+prompt (the agent's purpose) is bounded to 2000 characters, the old one is kept in
+KV ``genesis_prompt_backup``, and ``automaton.json`` is saved atomically. A change
+of purpose is refused when the turn came from outside (other agents, the web), and
+needs the creator when ``soulConfig.requireCreatorApprovalForPurposeChange`` is on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
+from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
+from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
+from automaton_min.clock import to_iso
+from automaton_min.errors import AutomatonError
+from automaton_min.fileio import atomic_write
+from automaton_min.store.kv import set_value
+
+SOUL_PREVIOUS_KEY = "soul_previous"
+GENESIS_BACKUP_KEY = "genesis_prompt_backup"
+CRON = r"^\s*[0-9*,/-]+(\s+[0-9*,/-]+){4}\s*$"
+
+
+# --------------------------------------------------------------------------- soul
+
+
+def _read_soul(home: Any) -> str | None:
+    try:
+        return home.soul_path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolFailure(f"cannot read SOUL.md: {exc.strerror or exc}") from None
+
+
+def run_view_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
+    soul = _read_soul(need(ctx, "home"))
+    if soul is None:
+        return "You have no SOUL.md yet; write one with update_soul."
+    return soul if soul.strip() else "Your SOUL.md is empty; write it with update_soul."
+
+
+def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
+    home = need(ctx, "home")
+    content = args["content"]
+    if not content.strip():
+        raise ToolFailure("content: the new SOUL.md is empty; write who you are, not nothing")
+    reason = (args.get("reason") or "").strip() or "no reason given"
+    previous = _read_soul(home)
+    if previous == content:
+        return "SOUL.md already says exactly that; nothing changed."
+    now_ms = ctx.now()
+    if previous is not None:
+        set_value(ctx.db, SOUL_PREVIOUS_KEY, orjson.dumps({"content": previous, "replacedAt": to_iso(now_ms), "reason": reason}).decode(), now_ms)
+    try:
+        atomic_write(home.soul_path, content.encode("utf-8"), 0o600)
+    except OSError as exc:
+        raise ToolFailure(f"SOUL.md was not changed: {exc.strerror or exc}") from None
+    kept = " The previous version is kept." if previous is not None else ""
+    return f"SOUL.md updated ({len(content)} characters; {reason}).{kept}"
+
+
+VIEW_SOUL = Tool(ToolSpec(
+    "view_soul", "Read your SOUL.md: who you are, in your own words.",
+    object_schema({}), "self_mod", risk="safe", status_check=True,
+), run_view_soul)
+
+UPDATE_SOUL = Tool(ToolSpec(
+    "update_soul", f"Rewrite your SOUL.md (the whole document, at most {SOUL_LIMIT} characters); the previous version is kept.",
+    object_schema({
+        "content": {"type": "string", "minLength": 1, "maxLength": SOUL_LIMIT, "description": "The whole new SOUL.md (markdown)"},
+        "reason": {"type": "string", "maxLength": 500, "description": "Why you are changing it"},
+    }, ["content"]),
+    "self_mod", risk="caution", mutating=True,
+), run_update_soul)
+
+
+# --------------------------------------------------------------------------- genesis prompt
+
+
+def run_update_genesis_prompt(ctx: ToolContext, args: dict[str, Any]) -> str:
+    need(ctx, "home")
+    new_prompt, reason = args["new_prompt"].strip(), args["reason"].strip()
+    if not new_prompt:
+        raise ToolFailure("new_prompt: your purpose cannot be empty")
+    if ctx.authority == "external":
+        raise ToolFailure("your purpose is not changed at the request of others; only you or your creator can change it")
+    soul_config = setting(ctx, "soulConfig") or {}
+    if soul_config.get("requireCreatorApprovalForPurposeChange") and ctx.authority != "creator":
+        raise ToolFailure("changing your purpose needs your creator's approval (soulConfig.requireCreatorApprovalForPurposeChange)")
+    old = setting(ctx, "genesisPrompt") or ""
+    if old == new_prompt:
+        return "Your genesis prompt already says exactly that; nothing changed."
+    now_ms = ctx.now()
+    if old:
+        set_value(ctx.db, GENESIS_BACKUP_KEY, old, now_ms)
+    change_config(ctx, lambda layer: layer.__setitem__("genesisPrompt", new_prompt))
+    backup = " The previous one is kept as a backup." if old else ""
+    return f"Genesis prompt updated ({len(new_prompt)} characters; {reason}).{backup}"
+
+
+UPDATE_GENESIS_PROMPT = Tool(ToolSpec(
+    "update_genesis_prompt", f"Replace your genesis prompt, your core purpose (at most {GENESIS_LIMIT} characters). Needs a strong reason.",
+    object_schema({
+        "new_prompt": {"type": "string", "minLength": 1, "maxLength": GENESIS_LIMIT, "description": "The new genesis prompt"},
+        "reason": {"type": "string", "minLength": 1, "maxLength": 500, "description": "Why your purpose should change"},
+    }, ["new_prompt", "reason"]),
+    "self_mod", risk="dangerous", mutating=True,
+), run_update_genesis_prompt)
+
+
+# --------------------------------------------------------------------------- heartbeat (the scheduler comes with the heartbeat issue)
+
+
+def run_modify_heartbeat(ctx: ToolContext, args: dict[str, Any]) -> str:
+    heartbeat = need(ctx, "heartbeat")
+    try:
+        return heartbeat.modify(args["action"], args["name"], schedule=args.get("schedule"), task=args.get("task"),
+                                enabled=args.get("enabled"))
+    except (AutomatonError, ValueError) as exc:
+        raise ToolFailure(f"the heartbeat was not changed: {exc}") from None
+
+
+MODIFY_HEARTBEAT = Tool(ToolSpec(
+    "modify_heartbeat", "Add, update or remove an entry of your heartbeat schedule (tasks that run while you sleep).",
+    object_schema({
+        "action": {"type": "string", "enum": ["add", "update", "remove"], "description": "add, update or remove"},
+        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Entry name"},
+        "schedule": {"type": "string", "maxLength": 100, "pattern": CRON, "description": "5-field cron expression (add/update)"},
+        "task": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Task to run (add/update; default: the name)"},
+        "enabled": {"type": "boolean", "description": "Enable or disable the entry"},
+    }, ["action", "name"]),
+    "self_mod", risk="caution", mutating=True,
+), run_modify_heartbeat)
+
+
+TOOLS = (VIEW_SOUL, UPDATE_SOUL, UPDATE_GENESIS_PROMPT, MODIFY_HEARTBEAT)

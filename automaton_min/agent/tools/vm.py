@@ -1,0 +1,279 @@
+"""Sandbox tools: exec, read_file, write_file, expose_port, remove_port, create_sandbox, list_sandboxes.
+
+Commands and files go through the ``sandbox`` service (this machine in local mode, a
+Conway sandbox otherwise); sandboxes are created and listed through ``conway``.
+What ``exec`` and ``read_file`` return is external content: it goes back as plain
+text and the loop sanitizes it once, after the call.
+
+Guards that need no policy engine: ``read_file`` refuses files that hold secrets
+(the wallet, the configuration, the provisioned API key, ``.env``, keys and
+certificates), also when reached through a symlink; ``write_file`` stays inside the
+workspace (``/root`` in a Conway sandbox) and never overwrites the runtime's own
+files (wallet, configuration, database, constitution; SOUL.md has ``update_soul``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
+from automaton_min.agent.tools.loop_control import need, object_schema
+from automaton_min.conway.sandbox import ExecResult
+from automaton_min.errors import RuntimeFailure
+
+REMOTE_HOME = "/root"
+DEFAULT_EXEC_TIMEOUT_MS = 30_000
+MAX_EXEC_TIMEOUT_MS = 600_000
+MAX_COMMAND_CHARS = 20_000
+MAX_PATH_CHARS = 4096
+MAX_WRITE_CHARS = 1_000_000
+MAX_READ_BYTES = 1 << 20  # local mode: bigger files are refused instead of loaded whole into memory
+
+SECRET_NAMES = frozenset({"wallet.json", "automaton.json", ".env"})
+SECRET_SUFFIXES = (".key", ".pem")
+SECRET_PREFIXES = ("private-key",)
+HOME_SECRET_NAMES = frozenset({"config.json"})  # the provisioned API key, inside an automaton home
+PROTECTED_NAMES = frozenset({"wallet.json", "automaton.json", "constitution.md", "state.db", "state.db-wal", "state.db-shm"})
+AUTOMATON_DIR = ".automaton"
+
+PORT = {"type": "integer", "minimum": 1, "maximum": 65535, "description": "TCP port, 1-65535"}
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _is_secret(path: str, home: Any) -> bool:
+    name = PurePosixPath(path).name
+    lowered = name.lower()
+    if name in SECRET_NAMES or lowered.endswith(SECRET_SUFFIXES) or lowered.startswith(SECRET_PREFIXES):
+        return True
+    parent = PurePosixPath(path).parent.name
+    if name in HOME_SECRET_NAMES and parent == AUTOMATON_DIR:
+        return True
+    return home is not None and Path(path) in (home.wallet_path, home.config_path, home.api_key_path)
+
+
+def _local_paths(sandbox: Any, path: str) -> tuple[str, str] | None:
+    """For a local sandbox: the path as given (absolute) and with symlinks resolved."""
+    resolve = getattr(sandbox, "resolve", None)
+    if not getattr(sandbox, "is_local", False) or resolve is None:
+        return None
+    given = Path(os.path.normpath(resolve(path)))
+    return str(given), os.path.realpath(given)
+
+
+def _remote_path(path: str) -> str:
+    """The absolute path in a Conway sandbox (``~`` and relative paths are in ``/root``)."""
+    if path == "~" or path.startswith("~/"):
+        path = REMOTE_HOME + path[1:]
+    joined = path if path.startswith("/") else f"{REMOTE_HOME}/{path}"
+    return os.path.normpath(joined).replace("//", "/")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# --------------------------------------------------------------------------- exec
+
+
+def format_exec(result: ExecResult, timeout_s: float) -> str:
+    """stdout, stderr, the exit code and whether the command was stopped or its output cut, compactly."""
+    lines = [f"exit_code: {result.exit_code}"]
+    if result.timed_out:
+        lines.append(f"timed_out: true (stopped after {timeout_s:g} s with everything it started)")
+    if result.truncated:
+        lines.append("truncated: true (only the start of the output was kept)")
+    lines.append("stdout:" + (("\n" + result.stdout.rstrip("\n")) if result.stdout else " (empty)"))
+    lines.append("stderr:" + (("\n" + result.stderr.rstrip("\n")) if result.stderr else " (empty)"))
+    return "\n".join(lines)
+
+
+def run_exec(ctx: ToolContext, args: dict[str, Any]) -> str:
+    sandbox = need(ctx, "sandbox")
+    timeout_s = int(args.get("timeout", DEFAULT_EXEC_TIMEOUT_MS)) / 1000
+    try:
+        result = sandbox.exec(args["command"], timeout_s)
+    except RuntimeFailure as exc:
+        unanswered = getattr(exc, "status", 0) is None  # no answer from a remote sandbox: it may have run
+        raise ToolFailure(f"exec failed: {exc}" + ("; the command may or may not have run" if unanswered else "")) from None
+    except OSError as exc:
+        raise ToolFailure(f"the command could not be started: {exc.strerror or exc}") from None
+    return format_exec(result, timeout_s)
+
+
+EXEC = Tool(ToolSpec(
+    "exec",
+    "Run a shell command in your sandbox (/bin/sh -c, in your home directory). Returns exit code, stdout and stderr.",
+    object_schema({
+        "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS, "description": "The shell command"},
+        "timeout": {"type": "integer", "minimum": 1000, "maximum": MAX_EXEC_TIMEOUT_MS,
+                    "description": f"Milliseconds before the command is stopped (default {DEFAULT_EXEC_TIMEOUT_MS})"},
+    }, ["command"]),
+    "vm", risk="caution", mutating=True,
+), run_exec)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    sandbox = need(ctx, "sandbox")
+    path = args["path"]
+    home = ctx.services.get("home")
+    local = _local_paths(sandbox, path)
+    candidates = [path] + (list(local) if local else [_remote_path(path)])
+    if any(_is_secret(p, home) for p in candidates):
+        raise ToolFailure(f"{path} holds secrets (wallet, configuration, API key or keys) and is never read into your context")
+    if local:
+        try:
+            size = os.path.getsize(local[1])
+        except FileNotFoundError:
+            raise ToolFailure(f"no such file: {path}") from None
+        except OSError as exc:
+            raise ToolFailure(f"cannot read {path}: {exc.strerror or exc}") from None
+        if os.path.isdir(local[1]):
+            raise ToolFailure(f"{path} is a directory; list it with exec (ls -la)")
+        if size > MAX_READ_BYTES:
+            raise ToolFailure(f"{path} is {size} bytes; read_file reads files up to {MAX_READ_BYTES} bytes. "
+                              "Use exec with head, tail, sed -n or grep to read part of it")
+    try:
+        text = sandbox.read_file(path)
+    except FileNotFoundError:
+        raise ToolFailure(f"no such file: {path}") from None
+    except OSError as exc:
+        raise ToolFailure(f"cannot read {path}: {exc.strerror or exc}") from None
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"cannot read {path}: {exc}") from None
+    return text if text else f"({path} is empty)"
+
+
+READ_FILE = Tool(ToolSpec(
+    "read_file",
+    "Read a text file in your sandbox (relative paths and ~ are in your home directory).",
+    object_schema({"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "File path"}}, ["path"]),
+    "vm", risk="safe",
+), run_read_file)
+
+
+def run_write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    sandbox = need(ctx, "sandbox")
+    path, content = args["path"], args["content"]
+    home = ctx.services.get("home")
+    local = _local_paths(sandbox, path)
+    if local:
+        workspace = os.path.realpath(sandbox.workspace)
+        target = os.path.join(os.path.realpath(os.path.dirname(local[0])), os.path.basename(local[0]))
+        if not _inside(target, workspace):
+            raise ToolFailure(f"{path} is outside your workspace {workspace}; files are written only inside it")
+        shown, checks = local[0], [local[0], target, local[1]]
+    else:
+        shown = _remote_path(path)
+        if not _inside(shown, REMOTE_HOME):
+            raise ToolFailure(f"{path} is outside {REMOTE_HOME}; files are written only inside it")
+        checks = [shown]
+    for candidate in checks:
+        name = PurePosixPath(candidate).name
+        if name == "SOUL.md":
+            raise ToolFailure("SOUL.md is changed with update_soul, which keeps the previous version")
+        if name in PROTECTED_NAMES or _is_secret(candidate, home):
+            raise ToolFailure(f"{path} is one of your runtime's own files (wallet, configuration, database or constitution); it is never overwritten")
+    try:
+        sandbox.write_file(path, content)
+    except OSError as exc:
+        raise ToolFailure(f"cannot write {path}: {exc.strerror or exc}") from None
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"cannot write {path}: {exc}") from None
+    return f"File written: {shown} ({len(content.encode('utf-8'))} bytes)"
+
+
+WRITE_FILE = Tool(ToolSpec(
+    "write_file",
+    "Write a text file in your sandbox, replacing it (parent directories are created).",
+    object_schema({
+        "path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "File path"},
+        "content": {"type": "string", "maxLength": MAX_WRITE_CHARS, "description": "The whole new content"},
+    }, ["path", "content"]),
+    "vm", risk="caution", mutating=True,
+), run_write_file)
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def run_expose_port(ctx: ToolContext, args: dict[str, Any]) -> str:
+    sandbox = need(ctx, "sandbox")
+    try:
+        info = sandbox.expose_port(args["port"])
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"port {args['port']} was not exposed: {exc}") from None
+    note = " (local mode: reachable from this machine only, not from the internet)" if getattr(sandbox, "is_local", False) else ""
+    return f"Port {info.port} exposed at: {info.public_url}{note}"
+
+
+def run_remove_port(ctx: ToolContext, args: dict[str, Any]) -> str:
+    sandbox = need(ctx, "sandbox")
+    try:
+        sandbox.remove_port(args["port"])
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"port {args['port']} was not removed: {exc}") from None
+    return f"Port {args['port']} removed"
+
+
+EXPOSE_PORT = Tool(ToolSpec(
+    "expose_port", "Expose a port of your sandbox to the internet; returns its public URL.",
+    object_schema({"port": PORT}, ["port"]), "vm", risk="caution", mutating=True,
+), run_expose_port)
+
+REMOVE_PORT = Tool(ToolSpec(
+    "remove_port", "Stop exposing a port of your sandbox.",
+    object_schema({"port": PORT}, ["port"]), "vm", risk="caution", mutating=True,
+), run_remove_port)
+
+
+# --------------------------------------------------------------------------- sandboxes
+
+
+def run_create_sandbox(ctx: ToolContext, args: dict[str, Any]) -> str:
+    conway = need(ctx, "conway")
+    name = args.get("name") or f"sandbox-{ctx.now()}"
+    try:
+        info = conway.create_sandbox(name, args.get("vcpu", 1), args.get("memory_mb", 512), args.get("disk_gb", 5), args.get("region"))
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"no sandbox was created: {exc}") from None
+    where = f" in {info.region}" if info.region else ""
+    return f"Sandbox created: {info.id} [{info.status}] {info.vcpu} vCPU, {info.memory_mb} MB RAM, {info.disk_gb} GB disk{where}"
+
+
+def run_list_sandboxes(ctx: ToolContext, args: dict[str, Any]) -> str:
+    conway = need(ctx, "conway")
+    try:
+        sandboxes = conway.list_sandboxes()
+    except RuntimeFailure as exc:
+        raise ToolFailure(f"cannot list sandboxes: {exc}") from None
+    if not sandboxes:
+        return "No sandboxes."
+    return "\n".join(f"{s.id} [{s.status}] {s.vcpu}vCPU/{s.memory_mb}MB {s.region}".rstrip() for s in sandboxes)
+
+
+CREATE_SANDBOX = Tool(ToolSpec(
+    "create_sandbox",
+    "Create a new Conway sandbox (a separate VM, paid from your credits).",
+    object_schema({
+        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$", "description": "Sandbox name"},
+        "vcpu": {"type": "integer", "minimum": 1, "maximum": 16, "description": "vCPUs (default 1)"},
+        "memory_mb": {"type": "integer", "minimum": 256, "maximum": 65536, "description": "Memory in MB (default 512)"},
+        "disk_gb": {"type": "integer", "minimum": 1, "maximum": 500, "description": "Disk in GB (default 5)"},
+        "region": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Region (optional)"},
+    }),
+    "conway", risk="caution", mutating=True,
+), run_create_sandbox)
+
+LIST_SANDBOXES = Tool(ToolSpec(
+    "list_sandboxes", "List your Conway sandboxes.", object_schema({}), "conway", risk="safe", status_check=True,
+), run_list_sandboxes)
+
+
+TOOLS = (EXEC, READ_FILE, WRITE_FILE, EXPOSE_PORT, REMOVE_PORT, CREATE_SANDBOX, LIST_SANDBOXES)
