@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from automaton_min.agent.context import build_messages
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
 from automaton_min.agent.prompts import Identity, Status, system_prompt, wakeup_message
+from automaton_min.agent.survival import FinancialReading
 from automaton_min.agent.tools.base import ToolContext, ToolSpec
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.clock import Clock, from_iso, to_iso
@@ -35,6 +36,7 @@ SLEEP_UNTIL_KEY = "sleep_until"
 SLEEP_REASON_KEY = "sleep_reason"
 INBOX_BATCH = 10
 RECENT_TURNS = 20
+DEAD_WAIT_S = 300
 
 
 class Hooks(Protocol):
@@ -43,8 +45,9 @@ class Hooks(Protocol):
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]: ...           # (id, text, authority)
     def ack_inbox(self, ids: list[str], now_ms: int) -> None: ...                    # inside the turn transaction
     def release_inbox(self, ids: list[str]) -> None: ...                             # after a failed turn
-    def finances(self, now_ms: int) -> tuple[int | None, int | None]: ...            # credits cents, USDC atomic
-    def survive(self, credits: int | None, usdc: int | None, now_ms: int) -> tuple[str, bool]: ...  # tier, low compute
+    def finances(self, now_ms: int) -> FinancialReading: ...                         # cached, with freshness
+    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]: ...  # tier, low compute; enters the state
+    def begin_cycle(self, reason: str, now_ms: int) -> bool: ...                     # state waking; False while dead
     def set_state(self, state: str, now_ms: int, reason: str) -> None: ...
     def state(self) -> str: ...
     def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
@@ -94,8 +97,11 @@ class AgentLoop:
         stop = stop or threading.Event()
         now_ms = self.now()
         delete_value(self.db, SLEEP_UNTIL_KEY)
-        self.hooks.set_state("waking", now_ms, reason)
-        credits, usdc = self.hooks.finances(now_ms)
+        if not self.hooks.begin_cycle(reason, now_ms):
+            self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", enter_state=False)
+            return CycleResult(0, DEAD_WAIT_S, "dead: waiting for funding")
+        reading = self.hooks.finances(now_ms)
+        credits, usdc = reading.credits_cents, reading.usdc_atomic
         first_run = count_turns(self.db) == 0
         thoughts = [t.thinking for t in recent_turns(self.db, 3)]
         pending: tuple[Message, str, str] | None = (
@@ -141,12 +147,13 @@ class AgentLoop:
         until = get_value(self.db, SLEEP_UNTIL_KEY)
         return bool(until) and from_iso(until) > self.now()
 
-    def _sleep(self, seconds: int, reason: str) -> None:
+    def _sleep(self, seconds: int, reason: str, *, enter_state: bool = True) -> None:
         now_ms = self.now()
         with self.db.transaction():
             set_value(self.db, SLEEP_UNTIL_KEY, to_iso(now_ms + seconds * 1000), now_ms)
             set_value(self.db, SLEEP_REASON_KEY, reason, now_ms)
-        self.hooks.set_state("sleeping", now_ms, reason)
+        if enter_state and self.hooks.state() != "dead":  # dead is left only when funding arrives
+            self.hooks.set_state("sleeping", now_ms, reason)
         log.info("sleeping", extra={"seconds": seconds, "reason": reason})
 
     # ---------------------------------------------------------------- one turn
@@ -154,8 +161,9 @@ class AgentLoop:
     def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool) -> TurnSummary | Verdict:
         now_ms = self.now()
         turn_id = new_ulid(now_ms)
-        credits, usdc = self.hooks.finances(now_ms)
-        tier, low_compute = self.hooks.survive(credits, usdc, now_ms)
+        reading = self.hooks.finances(now_ms)
+        credits, usdc = reading.credits_cents, reading.usdc_atomic
+        tier, low_compute = self.hooks.survive(reading, now_ms)
         loop_state = LoopState(low_compute=low_compute)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
         budget = route.context_budget if not isinstance(route, BudgetDenied) else 4000

@@ -33,6 +33,7 @@ COMMANDS = {
     "wallet": "automaton_min.cli.wallet_cmd",
     "provision": "automaton_min.cli.provision_cmd",
     "topup": "automaton_min.cli.topup_cmd",
+    "run": "automaton_min.cli.run_cmd",
 }
 
 

@@ -1,0 +1,190 @@
+"""Assembling a running agent: config, wallet, database, clients, router, tools, policy, hooks, loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automaton_min.agent.loop import AgentLoop
+from automaton_min.agent.prompts import Identity
+from automaton_min.agent.states import read_agent_state, set_agent_state
+from automaton_min.agent.survival import FinancialCache, FinancialReading, assess
+from automaton_min.agent.tools.base import ToolSpec
+from automaton_min.agent.tools.loop_control import LOW_COMPUTE_KEY
+from automaton_min.agent.tools.registry import ToolRegistry
+from automaton_min.chain.usdc import BASE, usdc_balance
+from automaton_min.chain.wallet import Wallet, load_wallet
+from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.config import Config, db_path
+from automaton_min.home import Home
+from automaton_min.ids import new_ulid
+from automaton_min.inference.providers import Providers
+from automaton_min.inference.registry import ModelRegistry
+from automaton_min.inference.router import Router
+from automaton_min.observe.log import get_logger
+from automaton_min.store import inbox
+from automaton_min.store.db import Database, open_database
+from automaton_min.store.identity import read_identity
+from automaton_min.store.kv import get_value, set_value
+from automaton_min.runtime.money import rpc_url
+from automaton_min.treasury.payer import Payer
+
+log = get_logger(__name__)
+
+INLINE_TOPUP_COOLDOWN_MS = 60_000
+
+
+class RuntimeHooks:
+    """The loop's collaborators, backed by the real stores, policy and injection defence."""
+
+    def __init__(self, db: Database, config: Config, home: Home, *, now: Clock, finances: FinancialCache | None,
+                 policy: Any = None, topup: Any = None) -> None:
+        self.db, self.config, self.home, self.now = db, config, home, now
+        self.financial = finances
+        self.policy = policy
+        self.topup = topup
+        self.previous_tier: str | None = None
+
+    # -- inbox
+    def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
+        return [(m.id, m.content, "external") for m in inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)]
+
+    def ack_inbox(self, ids: list[str], now_ms: int) -> None:
+        inbox.mark_processed(self.db, ids, now_ms)
+
+    def release_inbox(self, ids: list[str]) -> None:
+        if ids:
+            inbox.release_after_failed_turn(self.db, ids)
+
+    # -- money and survival
+    def finances(self, now_ms: int) -> FinancialReading:
+        if self.financial is None:  # no Conway key: credits do not apply to this agent
+            return FinancialReading(None, False, None)
+        return self.financial.reading()
+
+    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]:
+        chosen_low = get_value(self.db, LOW_COMPUTE_KEY) is not None  # the agent asked for it (enter_low_compute)
+        if self.financial is None:
+            return "normal", chosen_low
+        state = read_agent_state(self.db)
+        assessment = assess(reading, self.previous_tier, state)
+        self.previous_tier = assessment.tier
+        if assessment.state_to_enter and assessment.state_to_enter != state:
+            set_agent_state(self.db, assessment.state_to_enter, now_ms, reason=f"tier {assessment.tier}",
+                            funded=assessment.funding_arrived)
+        if assessment.should_try_topup and self.topup is not None:
+            last = get_value(self.db, "last_inline_topup_attempt")
+            if last is None or now_ms - int(last) >= INLINE_TOPUP_COOLDOWN_MS:
+                set_value(self.db, "last_inline_topup_attempt", str(now_ms), now_ms)
+                self.topup(reading)
+                self.financial.invalidate()
+        return assessment.tier, assessment.low_compute or chosen_low
+
+    def begin_cycle(self, reason: str, now_ms: int) -> bool:
+        if read_agent_state(self.db) == "dead":
+            assessment = assess(self.finances(now_ms), "dead", "dead")
+            if not assessment.funding_arrived:
+                return False
+            set_agent_state(self.db, "waking", now_ms, reason="funding arrived", funded=True)
+            return True
+        set_agent_state(self.db, "waking", now_ms, reason=reason)
+        return True
+
+    def set_state(self, state: str, now_ms: int, reason: str) -> None:
+        set_agent_state(self.db, state, now_ms, reason=reason)
+
+    def state(self) -> str:
+        return read_agent_state(self.db)
+
+    # -- policy and sanitizing
+    def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
+                  calls_this_turn: tuple[str, ...]) -> str | None:
+        if self.policy is None:
+            return None
+        from automaton_min.agent.policy.engine import PolicyRequest
+
+        decision = self.policy.evaluate(PolicyRequest(spec, arguments, authority, turn_id, calls_this_turn))
+        return None if decision.action == "allow" else f"{decision.reason_code}: {decision.message}"
+
+    def clean_result(self, text: str, source: str, now_ms: int) -> str:
+        from automaton_min.agent.injection import sanitize
+
+        return sanitize(text, source, "tool_result", now_ms=now_ms).content
+
+    def clean_instruction(self, text: str) -> str:
+        from automaton_min.agent.injection import sanitize
+
+        return sanitize(text, "self", "instruction", now_ms=self.now()).content
+
+    def prompt_parts(self) -> dict[str, str | None]:
+        def read(path: Path) -> str | None:
+            try:
+                return path.read_text(encoding="utf-8")
+            except OSError:
+                return None
+
+        return {"soul": read(self.home.soul_path), "constitution": read(self.home.constitution_path),
+                "genesis": self.config.get("genesisPrompt"), "creator_message": self.config.get("creatorMessage")}
+
+
+@dataclass
+class Agent:
+    loop: AgentLoop
+    hooks: RuntimeHooks
+    db: Database
+
+    def sleep_until(self) -> str | None:
+        return get_value(self.db, "sleep_until")
+
+    def close(self) -> None:
+        if read_agent_state(self.db) in ("running", "waking", "low_compute", "critical"):
+            set_agent_state(self.db, "sleeping", system_now(), reason="the runtime stopped")
+        self.db.close()
+
+
+def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent:
+    """Everything the loop needs, from the home and its config."""
+    from automaton_min.agent.policy import default_rules
+    from automaton_min.agent.policy.engine import PolicyEngine
+    from automaton_min.agent.tools.builtin import builtin_tools
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.conway.sandbox import sandbox_for
+
+    wallet: Wallet = load_wallet(home.wallet_path)
+    db = open_database(db_path(home, config), now=now)
+    inbox.reclaim_stale(db)
+    identity_row = read_identity(db)
+    identity = Identity(config.get("name", identity_row.get("name", "automaton")), wallet.address,
+                        config.get("creatorAddress", identity_row.get("creator", "")), config.get("sandboxId") or None)
+
+    registry = ModelRegistry(db, now)
+    registry.seed_baseline()
+    if config.get("ollamaBaseUrl"):
+        registry.discover_ollama(config.get("ollamaBaseUrl"))
+    router = Router(db, registry, config.values, Providers(config.values), session_id=new_ulid(now()), now=now)
+
+    conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
+    workspace = home.root / "workspace"
+    sandbox = sandbox_for(config, workspace=workspace, client=conway)
+    node = rpc_url(config, BASE)
+    read_usdc = (lambda: usdc_balance(node, wallet.address, BASE)) if config.get("rpcUrl") else None
+    finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
+    payer = Payer(db, wallet, balance_of=(lambda address: usdc_balance(node, address, BASE)) if read_usdc else None, now=now)
+
+    def inline_topup(reading: FinancialReading) -> None:
+        from automaton_min.conway.topup import bootstrap_topup
+
+        if reading.credits_cents is not None and reading.usdc_atomic is not None:
+            bootstrap_topup(payer, config.get("conwayApiUrl"), reading.credits_cents, reading.usdc_atomic)
+
+    policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
+                          balance_cents=(lambda: finances.reading().credits_cents) if finances else None)
+    hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
+                         topup=inline_topup if conway and read_usdc else None)
+    services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
+                "registry": registry, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
+                "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
+    loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services)
+    set_value(db, "start_time", to_iso(now()), now())
+    return Agent(loop, hooks, db)

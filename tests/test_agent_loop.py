@@ -1,0 +1,189 @@
+"""The agent loop driven by a scripted model on a real loopback server, asserting what lands in state.db."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+import automaton_min.agent.loop as loop_module
+from automaton_min.agent.controls import CYCLE_LIMIT_SLEEP_S, ERROR_SLEEP_S, LOOP_ENFORCEMENT_SLEEP_S, TEXT_ONLY_SLEEP_S
+from automaton_min.agent.states import read_agent_state
+from automaton_min.clock import from_iso
+from automaton_min.config import load_config
+from automaton_min.runtime.agent_runtime import build_agent
+from automaton_min.store import inbox
+from automaton_min.store.kv import get_value
+from conftest import CREATOR
+from standins.conway_api import ConwayApi
+from standins.loopback_http import Reply
+from standins.model_servers import OpenAIServer, openai_answer
+
+
+def call(name: str, **arguments) -> tuple[str, str, str]:
+    return ("call_0", name, json.dumps(arguments))
+
+
+@pytest.fixture
+def model():
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
+
+
+@pytest.fixture
+def agent_for(cli, home, clock, model):
+    """Build an in-process agent for this home (set up through the real CLI) with config overrides."""
+    built = []
+
+    def make(**config_changes):
+        result = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
+                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
+        assert result.code == 0, result.stderr
+        stored = orjson.loads(home.config_path.read_bytes())
+        home.config_path.write_bytes(orjson.dumps({**stored, **config_changes}))
+        agent = build_agent(home, load_config(home, {}), now=clock)
+        built.append(agent)
+        return agent
+
+    yield make
+    for agent in built:
+        agent.db.close()
+
+
+def slept_for(agent, clock) -> int:
+    return (from_iso(get_value(agent.db, "sleep_until")) - clock()) // 1000
+
+
+def test_a_text_only_answer_sleeps_briefly(agent_for, model, clock) -> None:
+    agent = agent_for()
+    model.script(openai_answer("Nothing to do yet."))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 1 and slept_for(agent, clock) == TEXT_ONLY_SLEEP_S
+    assert read_agent_state(agent.db) == "sleeping"
+    assert agent.db.query("SELECT thinking, input_source FROM turns") == [("Nothing to do yet.", "wakeup")]
+
+
+def test_at_most_ten_tool_calls_run_per_turn(agent_for, model) -> None:
+    agent = agent_for()
+    calls = [(f"c{i}", "exec", json.dumps({"command": f"echo {i}"})) for i in range(12)]
+    model.script(openai_answer(None, calls), openai_answer("done"))
+    agent.loop.run_cycle("test")
+    assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls") == 10
+
+
+def test_cycle_limit(agent_for, model, clock) -> None:
+    agent = agent_for(maxTurnsPerCycle=3)
+    model.script(*(openai_answer(None, [call("write_file", path=f"n{i}.md", content="x")]) for i in range(3)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 3 and slept_for(agent, clock) == CYCLE_LIMIT_SLEEP_S
+
+
+def test_five_failing_turns_sleep_five_minutes_and_leave_no_turns(agent_for, model, clock) -> None:
+    agent = agent_for()
+    model.script(*(Reply(400, {"error": {"message": "bad request"}}) for _ in range(5)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 5 and slept_for(agent, clock) == ERROR_SLEEP_S
+    assert agent.db.scalar("SELECT COUNT(*) FROM turns") == 0
+
+
+def test_repeating_is_warned_then_forced_to_sleep(agent_for, model, clock) -> None:
+    agent = agent_for()
+    model.script(*(openai_answer(None, [call("exec", command="date")]) for _ in range(6)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 6 and slept_for(agent, clock) == LOOP_ENFORCEMENT_SLEEP_S
+    fourth = model.requests[3].body["messages"]
+    assert "called exec 3 times in a row" in fourth[-1]["content"]
+
+
+def test_inbox_messages_are_processed_in_the_turn_that_reads_them(agent_for, model, clock) -> None:
+    agent = agent_for()
+    inbox.insert_message(agent.db, "m1", "0x" + "ab" * 20, "[message from 0xab]\nhello there", received_at_ms=clock())
+    model.script(openai_answer(None, [call("exec", command="echo hi")]), openai_answer("Replied in my head."))
+    agent.loop.run_cycle("test")
+    assert inbox.get_message(agent.db, "m1").status == "processed"
+    second = model.requests[1].body["messages"]
+    assert any("hello there" in (m.get("content") or "") for m in second)
+
+
+def test_a_failed_turn_puts_its_inbox_messages_back(agent_for, model, clock) -> None:
+    agent = agent_for()
+    model.script(openai_answer("wakeup done", [call("exec", command="true")]), Reply(400, {"error": {"message": "no"}}),
+                 openai_answer("ok"))
+    inbox.insert_message(agent.db, "m2", "0x" + "cd" * 20, "please reply", received_at_ms=clock())
+    agent.loop.run_cycle("test")
+    message = inbox.get_message(agent.db, "m2")
+    assert message.status == "processed" and message.retry_count == 2
+
+
+def test_exactly_once_a_failure_between_tools_and_commit_leaves_no_half_turn(agent_for, model, clock, monkeypatch) -> None:
+    agent = agent_for()
+    model.script(openai_answer("first", [call("exec", command="true")]),
+                 openai_answer(None, [call("write_file", path="half.md", content="x")]), openai_answer("stop"))
+    inbox.insert_message(agent.db, "m3", "0x" + "ef" * 20, "do the thing", received_at_ms=clock())
+    real = loop_module.insert_turn
+    seen = []
+
+    def failing_second_time(db, turn):
+        seen.append(turn.id)
+        if len(seen) == 2:
+            raise OSError("disk full (injected)")
+        return real(db, turn)
+
+    monkeypatch.setattr(loop_module, "insert_turn", failing_second_time)
+    agent.loop.run_cycle("test")
+    ids = [row[0] for row in agent.db.query("SELECT id FROM turns")]
+    assert seen[1] not in ids  # no half turn
+    assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls WHERE turn_id = ?", (seen[1],)) == 0
+    # released after the failed turn, then claimed again and processed: exactly once
+    assert (inbox.get_message(agent.db, "m3").status, inbox.get_message(agent.db, "m3").retry_count) == ("processed", 2)
+
+
+def test_the_system_prompt_carries_status_and_never_the_key(agent_for, model, home) -> None:
+    agent = agent_for()
+    model.script(openai_answer("fine"))
+    agent.loop.run_cycle("the creator asked you to wake up")
+    body = model.requests[0].body
+    system = body["messages"][0]["content"]
+    assert "Your name is ada." in system and "--- STATUS ---" in system and "--- TOOLS ---" in system
+    assert "Why you are awake: the creator asked you to wake up." in body["messages"][-1]["content"]
+    key = orjson.loads(home.wallet_path.read_bytes())["privateKey"][2:]
+    assert key.lower() not in json.dumps(body).lower()
+
+
+@pytest.fixture
+def conway():
+    with ConwayApi(balance_cents=20) as api:
+        yield api
+
+
+def test_low_credits_switch_to_the_low_compute_model_and_state(agent_for, model, conway) -> None:
+    agent = agent_for(conwayApiUrl=conway.url, conwayApiKey=conway.api_key,
+                      modelStrategy={"lowComputeModel": "scripted-small", "criticalModel": "scripted-small"})
+    model.script(openai_answer("saving money"))
+    agent.loop.run_cycle("test")
+    assert model.requests[0].body["model"] == "scripted-small"
+    assert model.requests[0].body["max_tokens"] <= 4096
+    assert "Survival tier: low_compute" in model.requests[0].body["messages"][0]["content"]
+
+
+def test_a_confirmed_debt_is_dead_without_inference_until_funding_arrives(agent_for, model, conway, clock) -> None:
+    conway.balance_cents = -5
+    agent = agent_for(conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    agent.loop.run_cycle("test")
+    assert read_agent_state(agent.db) == "dead" and model.requests == []
+    clock.advance(3_600_000)
+    result = agent.loop.run_cycle("still dead")
+    assert result.reason == "dead: waiting for funding" and read_agent_state(agent.db) == "dead"
+    conway.balance_cents = 100_000
+    clock.advance(3_600_000)
+    model.script(openai_answer("alive again"))
+    agent.loop.run_cycle("funded")
+    assert len(model.requests) == 1 and read_agent_state(agent.db) == "sleeping"
+
+
+def test_enter_low_compute_lasts_beyond_its_turn(agent_for, model) -> None:
+    agent = agent_for(modelStrategy={"lowComputeModel": "scripted-small"})
+    model.script(openai_answer(None, [call("enter_low_compute", reason="saving money")]), openai_answer("ok"))
+    agent.loop.run_cycle("test")
+    assert [r.body["model"] for r in model.requests] == ["scripted-model", "scripted-small"]
