@@ -55,6 +55,7 @@ class Hooks(Protocol):
     def clean_result(self, text: str, source: str, now_ms: int) -> str: ...
     def clean_instruction(self, text: str) -> str: ...
     def prompt_parts(self) -> dict[str, str | None]: ...                             # soul, genesis, constitution, creator_message
+    def after_turn(self, turn: StoredTurn) -> None: ...                              # memory ingestion attaches here
 
 
 @dataclass
@@ -200,6 +201,7 @@ class AgentLoop:
                           {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
                            "totalTokens": routed.input_tokens + routed.output_tokens}, routed.cost_cents)
         self._persist(turn, claimed)
+        self.hooks.after_turn(turn)
 
         specs = {spec.name: spec for spec in self.tools.specs()}
         ran = [o for o in outcomes if o.ok]

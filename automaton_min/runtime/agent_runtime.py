@@ -27,6 +27,7 @@ from automaton_min.store import inbox
 from automaton_min.store.db import Database, open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, set_value
+from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
 from automaton_min.treasury.payer import Payer
 
@@ -116,6 +117,9 @@ class RuntimeHooks:
         from automaton_min.agent.injection import sanitize
 
         return sanitize(text, "self", "instruction", now_ms=self.now()).content
+
+    def after_turn(self, turn: StoredTurn) -> None:
+        """After a turn is committed: where memory ingestion (a later issue) attaches. Nothing to do yet."""
 
     def prompt_parts(self) -> dict[str, str | None]:
         def read(path: Path) -> str | None:
