@@ -214,3 +214,34 @@ def test_critical_credits_enter_the_critical_state(agent_for, model, conway) -> 
     agent.loop.run_cycle("test")
     assert model.requests[0].body["model"] == "scripted-tiny" and model.requests[0].body["max_tokens"] <= 2048
     assert "Survival tier: critical" in model.requests[0].body["messages"][0]["content"]
+
+
+def test_idle_turns_put_the_agent_to_sleep(agent_for, model, clock, home) -> None:
+    from automaton_min.agent.controls import IDLE_SLEEP_S
+
+    agent = agent_for()
+    (home.root / "workspace").mkdir(exist_ok=True)
+    for i in range(11):
+        (home.root / "workspace" / f"f{i}.txt").write_text(str(i))
+    # alternate two patterns so repeat detection stays quiet; nothing here changes anything. The first
+    # turn carries the wake-up input (not idle), so the tenth idle turn is the eleventh.
+    model.script(*(openai_answer(None, [call("read_file", path=f"f{i}.txt")] * (1 + i % 2)) for i in range(11)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 11 and slept_for(agent, clock) == IDLE_SLEEP_S and result.reason.startswith("10 turns")
+
+
+def test_status_checks_only_get_a_nudge(agent_for, model) -> None:
+    agent = agent_for()
+    names = ["system_synopsis", "heartbeat_ping", "view_soul"]
+    model.script(*(openai_answer(None, [call(name)]) for name in names), openai_answer("ok"))
+    agent.loop.run_cycle("test")
+    assert "only checked status" in model.requests[3].body["messages"][-1]["content"]
+
+
+def test_high_credits_are_the_high_tier(agent_for, model, conway) -> None:
+    conway.balance_cents = 100_000
+    agent = agent_for(conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    model.script(openai_answer("plenty"))
+    agent.loop.run_cycle("test")
+    assert model.requests[0].body["model"] == "scripted-model"
+    assert "Survival tier: high" in model.requests[0].body["messages"][0]["content"]

@@ -67,3 +67,9 @@ def test_run_executes_tools_remembers_and_sleeps(cli, home) -> None:
 
     status = json.loads(cli("status", "--json").stdout)
     assert status["turns"] == 3 and status["state"] == "sleeping"
+
+
+def test_run_without_setup_says_how_to_set_up(cli) -> None:
+    result = cli("run")
+    assert result.code == 2 and result.stderr_lines == [result.stderr_lines[-1]]
+    assert "automaton-min setup" in result.stderr and "Traceback" not in result.stderr
