@@ -32,6 +32,7 @@ from typing import Any
 
 from automaton_min.agent.states import AWAKE_STATES
 from automaton_min.clock import Clock
+from automaton_min.errors import AutomatonError
 from automaton_min.observe.log import get_logger
 from automaton_min.tiers import tier_for_credits
 
@@ -134,7 +135,7 @@ class FinancialCache:
             self._credits_asked = now_ms
             try:
                 value = self._read_credits()
-            except Exception as exc:  # any failure: keep the last good value, marked not fresh
+            except (AutomatonError, OSError) as exc:  # RPC, HTTP, API or socket failure: keep the last good value
                 log.warning("credits unreadable; keeping the last known balance",
                             extra={"error": str(exc), "cents": self._credits})
                 self._fresh = False
@@ -149,7 +150,7 @@ class FinancialCache:
             self._usdc_asked = now_ms
             try:
                 usdc = self._read_usdc()
-            except Exception as exc:
+            except (AutomatonError, OSError) as exc:
                 log.warning("USDC balance unreadable; keeping the last known one",
                             extra={"error": str(exc), "usdc_atomic": self._usdc})
             else:

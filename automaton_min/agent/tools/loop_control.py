@@ -102,7 +102,7 @@ def credits_now(ctx: ToolContext) -> int | None:
         return None
     try:
         value = reader() if callable(reader) else reader
-    except Exception:  # a failing reader means "unknown", never zero
+    except (AutomatonError, OSError):  # a failing reader means "unknown", never zero
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

@@ -15,7 +15,12 @@ from urllib.parse import urlsplit
 import orjson
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
-from automaton_min.agent.tools.loop_control import TRANSFERS_KEY, need, object_schema, setting
+from automaton_min.agent.tools.loop_control import (
+    TRANSFERS_KEY,
+    need,
+    object_schema,
+    setting,
+)
 from automaton_min.chain.usdc import ATOMIC_PER_CENT, BASE, format_usdc
 from automaton_min.clock import to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
@@ -62,7 +67,7 @@ def run_check_usdc_balance(ctx: ToolContext, args: dict[str, Any]) -> str:
     reader = need(ctx, "usdc_balance")
     try:
         atomic = reader()
-    except Exception as exc:  # an RPC failure (or a broken reader) means unknown, never zero
+    except (AutomatonError, OSError) as exc:  # an RPC, API or socket failure means unknown, never zero
         raise ToolFailure(f"the USDC balance is unknown (not zero): {exc}") from None
     if not isinstance(atomic, int) or isinstance(atomic, bool):
         raise ToolFailure(f"the USDC balance is unknown (not zero): the reader returned {type(atomic).__name__}")
