@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from automaton_min.chain.address import keccak256
+from automaton_min.chain.address import is_address, keccak256
 from automaton_min.chain.signing import sign_digest
 from automaton_min.chain.wallet import Wallet
 
@@ -148,7 +148,7 @@ def _as_bytes(value: Any, type_name: str) -> bytes:
 def _address_bytes(value: Any) -> bytes:
     if isinstance(value, (bytes, bytearray)) and len(value) == 20:
         return bytes(value)
-    if isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{40}", value):
+    if isinstance(value, str) and is_address(value):
         return bytes.fromhex(value[2:])
     raise ValueError(f"address: expected a 0x-prefixed 40-hex-digit address, got {value!r}")
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import orjson
 
+from automaton_min.chain.address import is_address
 from automaton_min.chain.eip3009 import TokenDomain, TransferAuthorization
 from automaton_min.chain.usdc import BASE_SEPOLIA, Network, network_named
 from automaton_min.errors import RuntimeFailure
@@ -30,7 +31,6 @@ V2_PAYMENT_HEADER = "PAYMENT-SIGNATURE"
 V2_RESPONSE_HEADER = "PAYMENT-RESPONSE"
 
 _ATOMIC = re.compile(r"[0-9]{1,78}")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 class PaymentFormatError(RuntimeFailure):
@@ -116,13 +116,13 @@ def _requirement(entry: Mapping[str, Any], version: int, resource_url: str) -> P
     if not isinstance(amount_text, str) or not _ATOMIC.fullmatch(amount_text):
         raise PaymentFormatError(f"payment requirement amount {amount_text!r} is not a whole number of atomic units")
     pay_to, asset = entry.get("payTo"), entry.get("asset")
-    if not isinstance(pay_to, str) or not _ADDRESS.fullmatch(pay_to):
+    if not isinstance(pay_to, str) or not is_address(pay_to):
         raise PaymentFormatError(f"payment requirement payTo {pay_to!r} is not an address")
     network_name = str(entry.get("network", ""))
     network = network_named(network_name)
     if asset is None and network is not None:
         asset = network.usdc
-    if not isinstance(asset, str) or not _ADDRESS.fullmatch(asset):
+    if not isinstance(asset, str) or not is_address(asset):
         raise PaymentFormatError(f"payment requirement asset {asset!r} is not an address")
     timeout = entry.get("maxTimeoutSeconds")
     extra = entry.get("extra") if isinstance(entry.get("extra"), dict) else {}

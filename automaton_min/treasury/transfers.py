@@ -7,9 +7,9 @@ removed again only when the API definitely refused the transfer (a 4xx answer).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from automaton_min.chain.address import is_address
 from automaton_min.clock import to_iso
 from automaton_min.conway.client import ConwayClient, ConwayError, TransferResult
 from automaton_min.errors import RuntimeFailure
@@ -19,7 +19,6 @@ from automaton_min.treasury.spend import SpendTracker
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 class TransferRefused(RuntimeFailure):
@@ -33,7 +32,7 @@ class TransferRefused(RuntimeFailure):
 def transfer_credits(db: "Database", client: ConwayClient, policy: Mapping[str, Any], *, to_address: str, amount_cents: int,
                      note: str | None, transfers_this_turn: int, balance_cents: int | None, spend: SpendTracker | None = None) -> TransferResult:
     """Send credits if, and only if, every treasury limit allows it; record the spend and the transaction."""
-    if not isinstance(to_address, str) or not _ADDRESS.fullmatch(to_address):
+    if not isinstance(to_address, str) or not is_address(to_address):
         raise TransferRefused("to_address", "to_address must be a 0x-prefixed 40-hex-digit address")
     spend = spend or SpendTracker(db)
     denial = spend.check_transfer(amount_cents, policy, transfers_this_turn=transfers_this_turn, balance_cents=balance_cents)

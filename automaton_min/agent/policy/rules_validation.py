@@ -9,12 +9,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from automaton_min.agent.policy.engine import PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
+from automaton_min.agent.policy.engine import (
+    PolicyEnv,
+    PolicyRequest,
+    Rule,
+    Verdict,
+    deny,
+    tools,
+)
+from automaton_min.chain.address import is_address
 
 VALIDATION_FAILED = "VALIDATION_FAILED"
 PRIORITY = 100
 
-EVM_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 PACKAGE_NAME = re.compile(r"[@a-zA-Z0-9._/-]+")
 SKILL_NAME = re.compile(r"[a-zA-Z0-9-]+")
 GIT_HASH = re.compile(r"[a-f0-9]{7,40}")
@@ -67,7 +74,7 @@ def _address_format(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
         value = request.arguments.get(name)
         if value is None and not required:
             continue
-        if not isinstance(value, str) or not EVM_ADDRESS.fullmatch(value):
+        if not isinstance(value, str) or not is_address(value):
             return deny(VALIDATION_FAILED, f"{name} must be a 0x-prefixed 40-hex-digit address")
     return None
 
