@@ -177,7 +177,8 @@ class AgentLoop:
         message, source, authority = pending if pending else (None, None, "agent")
         context = build_messages(prompt, recent_turns(self.db, RECENT_TURNS), message, budget_tokens=budget)
 
-        routed = self.router.route(context, tier=tier, turn_id=turn_id, tools=self.tools.schemas(), low_compute=loop_state.low_compute)
+        routed = route if isinstance(route, BudgetDenied) else self.router.route(
+            context, tier=tier, turn_id=turn_id, tools=self.tools.schemas(), planned=route)
         if isinstance(routed, BudgetDenied):
             self._persist(StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
                                      f"[no inference: {routed.message}]"), claimed)

@@ -179,9 +179,10 @@ class Router:
     # -- calling -------------------------------------------------------------------------------
 
     def route(self, messages: tuple[Message, ...], *, tier: str, turn_id: str | None, task_type: str = "agent_turn",
-              tools: tuple[ToolSchema, ...] = (), low_compute: bool = False) -> RoutedResult | BudgetDenied:
-        """Plan, check the budgets, call the provider, and record what it cost."""
-        route = self.plan(tier, task_type, low_compute=low_compute)
+              tools: tuple[ToolSchema, ...] = (), low_compute: bool = False,
+              planned: Route | None = None) -> RoutedResult | BudgetDenied:
+        """Plan (unless ``planned`` is given), check the budgets, call the provider, and record what it cost."""
+        route = planned or self.plan(tier, task_type, low_compute=low_compute)
         if isinstance(route, BudgetDenied):
             return route
         prompt_text = "".join(m.content for m in messages) + orjson.dumps([t.__dict__ for t in tools]).decode()
