@@ -45,13 +45,12 @@ def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE) -> Topu
     if usd not in TOPUP_TIERS_USD:
         raise UserError(f"top-up amount ${usd} is not a tier; choose one of {', '.join(f'${t}' for t in TOPUP_TIERS_USD)}")
     amount = usd * ATOMIC_PER_USDC
-    if payer.balance_of is not None:
-        balance = payer.balance_of(payer.wallet.address)
-        if balance < amount:
-            raise PaymentRefused("balance", f"the wallet holds {format_usdc(balance)} USDC, less than the ${usd} top-up")
+    balance = payer.balance_of(payer.wallet.address) if payer.balance_of is not None else None
+    if balance is not None and balance < amount:
+        raise PaymentRefused("balance", f"the wallet holds {format_usdc(balance)} USDC, less than the ${usd} top-up")
     url = f"{api_url.rstrip('/')}/pay/{usd}/{payer.wallet.address}"
     allowance = Allowance(max_amount=amount, asset=network.usdc, network=network.caip2, exact_amount=True)
-    paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup")
+    paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup", balance=balance)
     if not paid.response.ok:
         raise TopupFailed(f"top-up of ${usd} failed: {url} answered {paid.response.status}: {snippet(paid.response.body)}")
     if paid.intent is None:

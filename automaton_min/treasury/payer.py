@@ -82,8 +82,12 @@ class Payer:
         method: str = "GET",
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        balance: int | None = None,
     ) -> PaidResponse:
-        """Request ``url``; if it answers 402, pay within ``allowance`` and ``limits`` and request it again."""
+        """Request ``url``; if it answers 402, pay within ``allowance`` and ``limits`` and request it again.
+
+        ``balance`` is the wallet's USDC when the caller has just read it (saves a second read).
+        """
         probe = self.send(method, url, json=body, headers=headers, timeout=self.timeout)
         if probe.status != 402:
             return PaidResponse(probe)
@@ -99,7 +103,7 @@ class Payer:
             requirement, allowance, limits, url=url,
             spent_last_hour_cents=self.spend.spent(category, HOUR_MS),
             spent_last_day_cents=self.spend.spent(category, DAY_MS),
-            balance=self.balance_of(self.wallet.address) if self.balance_of else None,
+            balance=balance if balance is not None else (self.balance_of(self.wallet.address) if self.balance_of else None),
         )
         now_s = now_ms // 1000
         earlier = blocking_intents(self.db, purpose, url, now_s)
