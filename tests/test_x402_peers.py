@@ -20,6 +20,7 @@ from automaton_min.store.db import open_database
 from automaton_min.treasury.guard import Allowance, Limits
 from automaton_min.treasury.ledger import get_intent, record_intent
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
+from conftest import FixedClock
 from standins.evm import LocalChain
 
 ONE_USDC = 1_000_000
@@ -147,8 +148,9 @@ def test_v1_facilitator_verifies_our_x_payment(chain, db, funded, merchant, x402
     assert tampered["isValid"] is False
 
 
-def test_reconcile_reads_authorization_state_from_the_chain(chain, rpc, db, funded, merchant, clock) -> None:
+def test_reconcile_reads_authorization_state_from_the_chain(chain, rpc, db, funded, merchant) -> None:
     """After a crash: an intent whose authorization the server did settle becomes settled; an unused one expires."""
+    clock = FixedClock(chain.now() * 1000)  # the chain judges validBefore by its own block time, so start from it
     settled_auth = authorization(funded, merchant.address, ONE_USDC, chain, valid_before=clock() // 1000 + 300)
     unused_auth = authorization(funded, merchant.address, ONE_USDC, chain, valid_before=clock() // 1000 + 300)
     settled = record_intent(db, purpose="x402", resource="http://127.0.0.1/a", network=BASE.caip2, asset=BASE.usdc,
