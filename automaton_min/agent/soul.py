@@ -34,3 +34,19 @@ None yet.
 ## Financial History
 Nothing recorded yet.
 """
+
+
+def rename_soul(text: str, old_name: str | None, new_name: str) -> str:
+    """``text`` with the title line and the ``- Name:`` line naming ``new_name``; everything else kept.
+
+    A title or name line is replaced when it names ``old_name`` (or, for a soul a
+    failed setup left behind, ``None``); lines the agent wrote itself stay as they are.
+    """
+    stale = {"#", "# None", f"# {old_name}"}
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if line.rstrip() in stale:
+            lines[index] = f"# {new_name}"
+        elif line.startswith("- Name:") and line[len("- Name:"):].strip() in {old_name, "None", ""}:
+            lines[index] = f"- Name: {new_name}"
+    return "\n".join(lines)

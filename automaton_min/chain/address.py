@@ -33,6 +33,17 @@ def is_address(text: str) -> bool:
     return bool(_HEX_ADDRESS.fullmatch(text))
 
 
+def has_valid_checksum(address: str) -> bool:
+    """True unless ``address`` mixes cases in a way its EIP-55 checksum does not allow.
+
+    All-lower and all-upper hex carry no checksum, so they pass.
+    """
+    digits = address[2:]
+    if digits == digits.lower() or digits == digits.upper():
+        return True
+    return to_checksum_address(address) == address
+
+
 def address_from_public_key(public_key: bytes) -> str:
     """Checksummed address of a 64-byte uncompressed secp256k1 public key (no 0x04 prefix)."""
     if len(public_key) != 64:

@@ -10,7 +10,8 @@ import click
 from automaton_min.cli.common import emit_json, emit_rows, home_of
 from automaton_min.config import DEFAULTS, check_value
 from automaton_min.errors import UserError
-from automaton_min.runtime.genesis import SetupAnswers, detect_sandbox_id, existing_config_values, setup_agent
+from automaton_min.runtime.genesis import (SetupAnswers, answer_problem, detect_sandbox_id, existing_config_values,
+                                           setup_agent)
 
 REQUIRED = (("name", "--name"), ("genesis_prompt", "--genesis-prompt"), ("creator_address", "--creator-address"))
 
@@ -22,6 +23,16 @@ def _checked(key: str) -> Callable[[str], str]:
         if problem:
             raise click.UsageError(problem)
         return value.strip()
+    return process
+
+
+def _required(field: str) -> Callable[[str], str]:
+    """A prompt value processor that re-asks while a required answer is blank or invalid."""
+    def process(value: str) -> str:
+        problem = answer_problem(field, value)
+        if problem:
+            raise click.UsageError(problem)
+        return value if field == "genesis_prompt" else value.strip()
     return process
 
 
@@ -89,7 +100,8 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
     """Ask for every value not given as a flag, offering the current one as the default."""
     required = (("name", "Name", "name"), ("genesis_prompt", "Genesis prompt (its purpose)", "genesisPrompt"),
                 ("creator_address", "Creator address (0x...)", "creatorAddress"))
-    asked = {field: _ask(text, answers[field], key) for field, text, key in required if flags[field] is None}
+    asked = {field: click.prompt(text, default=answers[field], value_proc=_required(field))
+             for field, text, _ in required if flags[field] is None}
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
         ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),

@@ -10,10 +10,11 @@ from typing import Any
 import orjson
 
 from automaton_min.agent.constitution import CONSTITUTION
-from automaton_min.agent.soul import initial_soul
+from automaton_min.agent.soul import initial_soul, rename_soul
+from automaton_min.chain.address import has_valid_checksum
 from automaton_min.chain.wallet import Wallet, ensure_wallet
 from automaton_min.clock import Clock, system_now, to_iso
-from automaton_min.config import config_from, db_path, save_config
+from automaton_min.config import check_value, config_from, db_path, save_config
 from automaton_min.errors import ConfigError
 from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
@@ -57,6 +58,37 @@ class SetupAnswers:
         }
         # An empty answer keeps the current value, except an empty sandbox id, which means local mode.
         return {k: v for k, v in values.items() if v is not None and (v != "" or k == "sandboxId")}
+
+
+# Setup answer -> (config key, flag, what a blank answer means to the user).
+ANSWER_KEYS = {
+    "name": ("name", "--name", "the name"),
+    "genesis_prompt": ("genesisPrompt", "--genesis-prompt", "the genesis prompt (its purpose)"),
+    "creator_address": ("creatorAddress", "--creator-address", "the creator address"),
+}
+
+
+def answer_problem(field: str, value: str) -> str | None:
+    """Why a required setup answer cannot be used (one line naming the fix), or ``None``."""
+    key, flag, what = ANSWER_KEYS[field]
+    if not value.strip():
+        return f"{what} is blank; give {flag} some text"
+    value = value.strip() if field != "genesis_prompt" else value
+    problem = check_value(key, value)
+    if problem:
+        return f"{key}: {problem} (got {value[:60]!r}); fix {flag}"
+    if field == "creator_address" and not has_valid_checksum(value):
+        return (f"creatorAddress: {value} fails its EIP-55 checksum (a mistyped letter or case); "
+                "copy the address again from your wallet")
+    return None
+
+
+def check_answers(answers: "SetupAnswers") -> None:
+    """Raise ``ConfigError`` for the first required answer that cannot be used."""
+    for field in ANSWER_KEYS:
+        problem = answer_problem(field, getattr(answers, field) or "")
+        if problem:
+            raise ConfigError(problem)
 
 
 @dataclass
@@ -105,9 +137,12 @@ def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> S
 
     Everything is validated before the first file is touched, so a bad answer
     changes nothing. Re-running setup updates the answers and keeps every other
-    key; an existing ``SOUL.md`` (the agent's own) and ``constitution.md`` stay as they are.
+    key; an existing ``SOUL.md`` (the agent's own) keeps its text, with its name
+    lines changed when the name changes; ``constitution.md`` stays as it is.
     """
-    values = {**existing_config_values(home), **answers.config_values()}
+    check_answers(answers)
+    current = existing_config_values(home)
+    values = {**current, **answers.config_values()}
     if answers.inference_model:
         values["modelStrategy"] = {**(values.get("modelStrategy") or {}), "inferenceModel": answers.inference_model}
     values["registeredWithConway"] = bool(values.get("conwayApiKey")) or bool(values.get("registeredWithConway"))
@@ -123,6 +158,12 @@ def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> S
         soul = initial_soul(config["name"], wallet.address, config["creatorAddress"], config.get("genesisPrompt", ""))
         atomic_write(home.soul_path, soul.encode(), 0o600)
         written.append(home.soul_path.name)
+    else:
+        old_soul = home.soul_path.read_text(encoding="utf-8")
+        new_soul = rename_soul(old_soul, current.get("name"), config["name"])
+        if new_soul != old_soul:
+            atomic_write(home.soul_path, new_soul.encode(), 0o600)
+            written.append(home.soul_path.name)
     if not home.constitution_path.exists():
         atomic_write(home.constitution_path, CONSTITUTION.encode(), 0o444)
         written.append(home.constitution_path.name)

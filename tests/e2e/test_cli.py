@@ -332,7 +332,7 @@ def test_setup_rerun_changes_one_value_and_keeps_the_rest(cli, home):
     assert second["name"] == "bob"
     assert second["address"] == first["address"]
     assert second["walletCreated"] is False
-    assert "SOUL.md" not in second["written"]
+    assert "SOUL.md" in second["written"]  # renamed; the agent's own text is kept
 
     after = read_json(home.config_path)
     assert after["name"] == "bob"
@@ -345,7 +345,7 @@ def test_setup_rerun_changes_one_value_and_keeps_the_rest(cli, home):
     assert after["treasuryPolicy"]["maxSingleTransferCents"] == 5000
     assert after["maxTurnsPerCycle"] == 7
     assert after["walletAddress"] == first["address"]
-    assert home.soul_path.read_text() == "# ada\n\nI rewrote my own soul.\n"
+    assert home.soul_path.read_text() == "# bob\n\nI rewrote my own soul.\n"
     assert mode_of(home.config_path) == 0o600
     assert mode_of(home.constitution_path) == 0o444
 
