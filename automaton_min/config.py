@@ -33,6 +33,8 @@ DEFAULT_TREASURY_POLICY: dict[str, Any] = {
     "maxTransfersPerTurn": 2,
     "maxInferenceDailyCents": 50000,
     "requireConfirmationAboveCents": 1000,
+    "x402MaxValiditySeconds": 300,  # a signed authorization expires this soon, whatever the server asks
+    "x402HostCooldownMs": 3_600_000,  # a host that took a signature without delivering is not paid again this long
 }
 
 DEFAULT_MODEL_STRATEGY: dict[str, Any] = {
@@ -171,6 +173,8 @@ RULES: dict[str, Rule] = {
     "openaiApiKey": _text(1000),
     "anthropicApiKey": _text(1000),
     "registeredWithConway": _boolean,
+    "unconfinedExec": _boolean,
+    "execConfinement": _choice("auto", "landlock", "namespace"),
     "inferenceModel": _text(200, required=True),
     "maxTokensPerTurn": _integer(1, 1_000_000),
     "maxTurnsPerCycle": _integer(1, 10_000),
@@ -184,6 +188,7 @@ RULES: dict[str, Rule] = {
     "version": _text(100),
     **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY if k != "x402AllowedDomains"},
     "treasuryPolicy.x402AllowedDomains": _domains,
+    "treasuryPolicy.x402MaxValiditySeconds": _integer(10, 86_400),
     "modelStrategy.inferenceModel": _text(200, required=True),
     "modelStrategy.lowComputeModel": _text(200, required=True),
     "modelStrategy.criticalModel": _text(200, required=True),

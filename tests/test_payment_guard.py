@@ -199,12 +199,119 @@ def test_malformed_requirements_are_errors_not_payments(db, wallet, clock, signa
     assert signatures == [] and intent_count(db) == 0
 
 
-def test_a_rejected_payment_is_recorded_as_rejected_and_not_counted(db, wallet, clock) -> None:
-    server = LoopbackServer({("GET", "/paid"): lambda r: Reply(402, {"x402Version": 1, "accepts": [requirement(1)]})})
-    with server:
+def always_402() -> LoopbackServer:
+    """A server that answers 402 to every request, paid or not, on any path: it collects authorizations."""
+    return LoopbackServer({("GET", r"/.*"): lambda r: Reply(402, {"x402Version": 1, "accepts": [requirement(1)]})})
+
+
+def spent_cents(db) -> int:
+    return db.scalar("SELECT COALESCE(SUM(amount_cents), 0) FROM spend_tracking")
+
+
+def test_a_402_after_payment_counts_as_spent_until_the_chain_says_otherwise(db, wallet, clock, signatures) -> None:
+    with always_402() as server:
         paid = pay(db, wallet, clock, server.url + "/paid")
     assert paid.response.status == 402
-    assert get_intent(db, paid.intent.id).status == "rejected"
+    intent = get_intent(db, paid.intent.id)
+    assert intent.status == "unknown" and "402 after payment" in intent.detail
+    assert spent_cents(db) == 1  # the server holds a valid authorization: it is spent until shown otherwise
+    # Unused, but its window is still open: it stays spent.
+    assert reconcile_open_intents(db, used=lambda i: False, now=clock) == []
+    clock.advance(300_000)
+    assert reconcile_open_intents(db, used=lambda i: False, now=clock) == [(intent.id, "expired")]
+    assert spent_cents(db) == 0 and len(signatures) == 1
+
+
+def test_a_host_that_took_a_signature_without_delivering_is_not_paid_again_for_the_cooldown(db, wallet, clock, signatures) -> None:
+    """The probe: 25 payments of $1 in an hour under a $10 hourly cap, one URL after another, on one host."""
+    policy = {**DEFAULT_TREASURY_POLICY, "maxX402PaymentCents": 100, "minimumReserveCents": 0,
+              "x402AllowedDomains": ["127.0.0.1"]}
+    refused = []
+    with always_402() as server:
+        for i in range(25):
+            try:
+                pay(db, wallet, clock, f"{server.url}/item/{i}", limits=x402_limits(policy))
+            except PaymentRefused as exc:
+                refused.append(exc.field)
+            clock.advance(60_000)
+        assert len(signatures) == 1 and refused == ["cooldown"] * 24
+        assert intent_count(db) == 1
+        clock.advance(3_600_000 - 25 * 60_000)  # the hour since the failed payment has passed
+        pay(db, wallet, clock, f"{server.url}/item/late", limits=x402_limits(policy))
+        assert len(signatures) == 2
+
+
+def test_the_cooldown_is_configurable(db, wallet, clock, signatures) -> None:
+    with always_402() as server:
+        payer = Payer(db, wallet, balance_of=lambda _a: 100 * ONE_USDC, now=clock, host_cooldown_ms=60_000)
+        payer.fetch(server.url + "/a", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402")
+        clock.advance(59_999)
+        with pytest.raises(PaymentRefused) as caught:
+            payer.fetch(server.url + "/b", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402")
+        assert caught.value.field == "cooldown"
+        clock.advance(1)
+        payer.fetch(server.url + "/c", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402")
+    assert len(signatures) == 2
+
+
+def test_a_5xx_after_payment_also_cools_the_host_down(db, wallet, clock, signatures) -> None:
+    server = LoopbackServer({("GET", r"/.*"): lambda r: Reply(503, "later") if "PAYMENT-SIGNATURE" in r.headers
+                             else Reply(402, {}, {"PAYMENT-REQUIRED": encode_base64_json({"x402Version": 2, "accepts": [requirement(2)]})})})
+    with server:
+        assert pay(db, wallet, clock, server.url + "/one").response.status == 503
+        with pytest.raises(PaymentRefused) as caught:
+            pay(db, wallet, clock, server.url + "/two")
+    assert caught.value.field == "cooldown" and len(signatures) == 1 and spent_cents(db) == 1
+
+
+@pytest.mark.parametrize(("asked", "cap", "expected"), [(100_000_000, None, 300), (60, None, 60), (100_000_000, 30, 30)])
+def test_valid_before_is_capped_whatever_the_server_asks(db, wallet, clock, asked, cap, expected) -> None:
+    endpoint = PaidEndpoint(2, requirement(2, maxTimeoutSeconds=asked))
+    options = {} if cap is None else {"max_validity_s": cap}
+    with endpoint.server:
+        payer = Payer(db, wallet, balance_of=lambda _a: 100 * ONE_USDC, now=clock, **options)
+        paid = payer.fetch(endpoint.server.url + "/paid", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402")
+    assert paid.response.status == 200
+    sent = endpoint.payments[0]
+    assert int(sent["payload"]["authorization"]["validBefore"]) == clock() // 1000 + expected
+    assert sent["accepted"]["maxTimeoutSeconds"] == asked  # the requirement is still echoed verbatim
+    assert get_intent(db, paid.intent.id).valid_before == clock() // 1000 + expected
+
+
+def test_the_validity_cap_and_cooldown_come_from_the_treasury_policy() -> None:
+    from automaton_min.config import check_value
+    from automaton_min.treasury.payer import payer_options
+
+    assert payer_options(DEFAULT_TREASURY_POLICY) == {"max_validity_s": 300, "host_cooldown_ms": 3_600_000}
+    assert payer_options({**DEFAULT_TREASURY_POLICY, "x402MaxValiditySeconds": 60}) == {"max_validity_s": 60, "host_cooldown_ms": 3_600_000}
+    assert check_value("treasuryPolicy.x402MaxValiditySeconds", 0) is not None
+    assert check_value("treasuryPolicy.x402MaxValiditySeconds", 10**9) is not None
+    assert check_value("treasuryPolicy.x402HostCooldownMs", -1) is not None
+
+
+def test_only_the_paid_request_carries_the_body(db, wallet, clock) -> None:
+    def handle(request: Request) -> Reply:
+        if "PAYMENT-SIGNATURE" in request.headers:
+            return Reply(200, {"ok": True})
+        return Reply(402, {}, {"PAYMENT-REQUIRED": encode_base64_json({"x402Version": 2, "accepts": [requirement(2)]})})
+
+    with LoopbackServer({("POST", "/paid"): handle}) as server:
+        payer = Payer(db, wallet, balance_of=lambda _a: 100 * ONE_USDC, now=clock)
+        paid = payer.fetch(server.url + "/paid", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402",
+                           method="POST", body={"secret": "data"})
+        assert paid.response.status == 200
+        unpaid, paid_request = server.requests
+    assert unpaid.body == b"" and "PAYMENT-SIGNATURE" not in unpaid.headers
+    assert orjson.loads(paid_request.body) == {"secret": "data"} and "PAYMENT-SIGNATURE" in paid_request.headers
+
+
+def test_a_free_resource_still_gets_its_body(db, wallet, clock, signatures) -> None:
+    with LoopbackServer({("POST", "/free"): lambda r: Reply(200 if r.body else 400, {"got": r.json()})}) as server:
+        payer = Payer(db, wallet, now=clock)
+        answer = payer.fetch(server.url + "/free", allowance=ALLOW_ONE_USDC, limits=OPEN_LIMITS, purpose="x402",
+                             method="POST", body={"n": 1})
+        assert [r.body for r in server.requests] == [b"", b'{"n":1}']
+    assert answer.response.status == 200 and answer.intent is None and signatures == []
 
 
 CRASHING_PAYER = textwrap.dedent("""

@@ -17,7 +17,7 @@ from automaton_min.chain.x402 import V1_PAYMENT_HEADER, decode_base64_json
 from automaton_min.conway.topup import bootstrap_topup
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
-from automaton_min.treasury.guard import Allowance, Limits
+from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused
 from automaton_min.treasury.ledger import get_intent, record_intent
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
 from conftest import FixedClock
@@ -126,6 +126,34 @@ def test_v2_middleware_serves_our_client_and_the_balance_moves(chain, db, funded
     replay = requests.get(x402_v2.url + "/paid", headers={"PAYMENT-SIGNATURE": header}, timeout=10)
     assert replay.status_code == 402
     assert chain.balance_of(merchant.address) == before + 10_000
+
+
+def test_a_server_that_answers_402_after_payment_still_holds_a_valid_authorization(chain, rpc, db, funded, merchant, x402_v2) -> None:
+    """The SDK server's settle fails, so it answers 402; the signed authorization can still move the money later."""
+    sent: list[dict] = []
+    payer = Payer(db, funded, send=capturing_send(sent))
+    allowance = Allowance(max_amount=ONE_USDC, asset=BASE.usdc, network=BASE.caip2, payee=merchant.address)
+    x402_v2.fail_next_settle()
+    paid = payer.fetch(x402_v2.url + "/paid", allowance=allowance, limits=Limits(), purpose="x402")
+    assert paid.response.status == 402
+    intent = get_intent(db, paid.intent.id)
+    assert intent.status == "unknown"
+    assert db.scalar("SELECT SUM(amount_cents) FROM spend_tracking WHERE id = ?", (intent.id,)) == 1
+    with pytest.raises(PaymentRefused) as caught:  # the host is not paid again for the cool-down
+        payer.fetch(x402_v2.url + "/paid", allowance=allowance, limits=Limits(), purpose="x402")
+    assert caught.value.field == "cooldown" and len(sent) == 3
+
+    # What the server kept is a valid authorization: submitted later, it really pays.
+    document = decode_base64_json(sent[1]["PAYMENT-SIGNATURE"], "payment")
+    assert int(document["payload"]["authorization"]["validBefore"]) <= chain.now() + 300 + 10
+    before = chain.balance_of(merchant.address)
+    assert chain.submit_transfer_with_authorization(document["payload"]["authorization"], document["payload"]["signature"]).ok
+    assert chain.balance_of(merchant.address) == before + 10_000
+
+    def used(found) -> bool:
+        return authorization_used(rpc.url, BASE, found.payer, bytes.fromhex(found.nonce[2:]))
+
+    assert reconcile_open_intents(db, used, now=FixedClock(chain.now() * 1000)) == [(intent.id, "settled")]
 
 
 def test_v1_facilitator_verifies_our_x_payment(chain, db, funded, merchant, x402_v1) -> None:

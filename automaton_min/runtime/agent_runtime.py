@@ -29,7 +29,7 @@ from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
-from automaton_min.treasury.payer import Payer
+from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
 
@@ -174,7 +174,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
     node = rpc_url(config, BASE)
     read_usdc = (lambda: usdc_balance(node, wallet.address, BASE)) if config.get("rpcUrl") else None
     finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
-    payer = Payer(db, wallet, balance_of=(lambda address: usdc_balance(node, address, BASE)) if read_usdc else None, now=now)
+    payer = Payer(db, wallet, balance_of=(lambda address: usdc_balance(node, address, BASE)) if read_usdc else None, now=now,
+                  **payer_options(config.get("treasuryPolicy") or {}))
 
     def inline_topup(reading: FinancialReading) -> None:
         from automaton_min.conway.topup import bootstrap_topup

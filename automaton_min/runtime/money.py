@@ -13,7 +13,7 @@ from automaton_min.conway.topup import TopupResult, topup
 from automaton_min.home import Home
 from automaton_min.runtime.genesis import init_home
 from automaton_min.store.db import open_database
-from automaton_min.treasury.payer import Payer
+from automaton_min.treasury.payer import Payer, payer_options
 
 
 def rpc_url(config: Config | None, network: Network = BASE) -> str:
@@ -42,5 +42,6 @@ def buy_credits(home: Home, config: Config, usd: int) -> TopupResult:
     wallet = load_wallet(home.wallet_path)
     url = rpc_url(config)
     with open_database(db_path(home, config)) as db:
-        payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(url, address, BASE))
+        payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(url, address, BASE),
+                      **payer_options(config["treasuryPolicy"]))
         return topup(payer, config["conwayApiUrl"], usd)

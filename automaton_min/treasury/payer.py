@@ -1,9 +1,13 @@
 """Paying for a resource with x402: probe, check, record, sign, send once, record the outcome.
 
-Order matters for money: the guard runs before anything is signed; the intent is
-committed with a full sync before the signature exists; the paid request is sent
-exactly once (never retried); an answer that is not clearly a success or a
-refusal leaves the intent ``unknown`` and counted as spent until it is resolved.
+Order matters for money: the unpaid first request carries no body; the guard runs
+before anything is signed; the intent is committed with a full sync before the
+signature exists; the authorization expires within ``max_validity_s`` whatever the
+server asks; the paid request is sent exactly once (never retried). Once a signature
+has left, only a success settles the intent: any other answer (a second 402
+included, since the server still holds a valid authorization) leaves it ``unknown``,
+counted as spent until the chain shows it unused after ``validBefore``
+(``reconcile_open_intents``), and the host is not paid again for ``host_cooldown_ms``.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from automaton_min.chain.x402 import (
     payment_header,
     settlement,
 )
-from automaton_min.clock import Clock, system_now
+from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.net.http import NetworkError, Response, request
 from automaton_min.observe.log import get_logger
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
 from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
+from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 if TYPE_CHECKING:
@@ -35,6 +40,9 @@ if TYPE_CHECKING:
 # What each purpose is recorded as in spend_tracking: (category, tool name).
 SPEND_KIND = {"x402": ("x402", "x402_fetch"), "topup": ("other", "topup_credits")}
 CLOCK_SKEW_S = 600  # validAfter well in the past: chains simulate at the latest block, which may lag
+DEFAULT_MAX_VALIDITY_S = 300
+DEFAULT_HOST_COOLDOWN_MS = 3_600_000
+COOLDOWN_KEY = "x402_host_cooldown:"  # + host; KV value: the ISO time until which the host is not paid
 
 log = get_logger(__name__)
 
@@ -63,6 +71,8 @@ class Payer:
         now: Clock = system_now,
         send: Sender = request,
         timeout: float = 30.0,
+        max_validity_s: int = DEFAULT_MAX_VALIDITY_S,
+        host_cooldown_ms: int = DEFAULT_HOST_COOLDOWN_MS,
     ) -> None:
         self.db = db
         self.wallet = wallet
@@ -70,6 +80,8 @@ class Payer:
         self.now = now
         self.send = send
         self.timeout = timeout
+        self.max_validity_s = max_validity_s
+        self.host_cooldown_ms = host_cooldown_ms
         self.spend = SpendTracker(db, now)
 
     def fetch(
@@ -86,9 +98,13 @@ class Payer:
     ) -> PaidResponse:
         """Request ``url``; if it answers 402, pay within ``allowance`` and ``limits`` and request it again.
 
+        The first request goes without ``body``: an unpaid server never sees it. A
+        resource that turns out to be free gets a second request with the body.
         ``balance`` is the wallet's USDC when the caller has just read it (saves a second read).
         """
-        probe = self.send(method, url, json=body, headers=headers, timeout=self.timeout)
+        probe = self.send(method, url, headers=headers, timeout=self.timeout)
+        if probe.status != 402 and body is not None:
+            probe = self.send(method, url, json=body, headers=headers, timeout=self.timeout)
         if probe.status != 402:
             return PaidResponse(probe)
 
@@ -106,6 +122,11 @@ class Payer:
             balance=balance if balance is not None else (self.balance_of(self.wallet.address) if self.balance_of else None),
         )
         now_s = now_ms // 1000
+        host = urlsplit(url).hostname or ""
+        until = cooldown_until(self.db, host)
+        if until is not None and until > now_ms:
+            raise PaymentRefused(
+                "cooldown", f"{host} took a signed payment without delivering; not paying it again until {to_iso(until)}")
         earlier = blocking_intents(self.db, purpose, url, now_s)
         if earlier:
             raise PaymentRefused(
@@ -119,7 +140,7 @@ class Payer:
             recipient=requirement.pay_to,
             value=requirement.amount,
             valid_after=max(0, now_s - CLOCK_SKEW_S),
-            valid_before=now_s + requirement.max_timeout_seconds,
+            valid_before=now_s + min(requirement.max_timeout_seconds, self.max_validity_s),
             nonce=new_nonce(),
         )
         with self.db.transaction(durable=True):  # on disk before the signature exists
@@ -136,11 +157,20 @@ class Payer:
         try:
             paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=self.timeout)
         except NetworkError as exc:
-            resolve(self.db, intent.id, "unknown", self.now(), str(exc))
+            self._undelivered(intent, host, str(exc))
             raise
-        return self._record_answer(intent, paid)
+        return self._record_answer(intent, paid, host)
 
-    def _record_answer(self, intent: Intent, paid: Response) -> PaidResponse:
+    def _undelivered(self, intent: Intent, host: str, detail: str) -> None:
+        """A signature left and no success came back: the intent stays open (spent) and the host cools down."""
+        now_ms = self.now()
+        with self.db.transaction(durable=True):
+            set_outcome(self.db, intent.id, "unknown", now_ms, detail)
+            set_value(self.db, COOLDOWN_KEY + host, to_iso(now_ms + self.host_cooldown_ms), now_ms)
+        log.warning("paid request not delivered; the authorization counts as spent",
+                    extra={"intent": intent.id, "host": host, "detail": detail[:200]})
+
+    def _record_answer(self, intent: Intent, paid: Response, host: str) -> PaidResponse:
         try:
             settled = settlement(paid.headers)
         except PaymentFormatError:
@@ -148,13 +178,25 @@ class Payer:
         tx_hash = settled.get("transaction") if settled and isinstance(settled.get("transaction"), str) else None
         if paid.ok:
             resolve(self.db, intent.id, "settled", self.now(), f"HTTP {paid.status}", tx_hash)
-        elif paid.status == 402:
+        elif paid.status == 402:  # refused, yet the server holds a valid authorization
             reason = (settled or {}).get("errorReason") or paid.body[:200].decode("utf-8", "replace")
-            resolve(self.db, intent.id, "rejected", self.now(), f"HTTP 402: {reason}")
+            self._undelivered(intent, host, f"HTTP 402 after payment: {reason}")
         else:
-            resolve(self.db, intent.id, "unknown", self.now(), f"HTTP {paid.status}")
+            self._undelivered(intent, host, f"HTTP {paid.status} after payment")
         log.info("payment answered", extra={"intent": intent.id, "status": paid.status, "tx": tx_hash})
         return PaidResponse(paid, intent, settled)
+
+
+def cooldown_until(db: "Database", host: str) -> int | None:
+    """Epoch ms until which ``host`` is not paid (after it took a signature without delivering), if any."""
+    stamp = get_value(db, COOLDOWN_KEY + host)
+    return from_iso(stamp) if stamp else None
+
+
+def payer_options(policy: Mapping[str, Any]) -> dict[str, int]:
+    """The ``Payer`` settings the treasury policy holds (validity cap, host cool-down)."""
+    return {"max_validity_s": int(policy.get("x402MaxValiditySeconds", DEFAULT_MAX_VALIDITY_S)),
+            "host_cooldown_ms": int(policy.get("x402HostCooldownMs", DEFAULT_HOST_COOLDOWN_MS))}
 
 
 def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "", tx_hash: str | None = None) -> None:
