@@ -105,3 +105,11 @@ def test_schemas_and_registry_rules() -> None:
         ToolRegistry([Tool(registry.get("echo").spec, lambda c, a: ""), Tool(registry.get("echo").spec, lambda c, a: "")])
     with pytest.raises(ValueError, match="object schema"):
         ToolRegistry([Tool(ToolSpec("bad", "", {"type": "string"}, "x"), lambda c, a: "")])
+
+
+def test_errors_are_capped_like_results(ctx) -> None:
+    def failing(c, a):
+        raise ToolFailure("z" * (MAX_RESULT_CHARS + 70))
+
+    outcome = make_registry(failing).execute(ctx, "c", "exec", {"command": "ls"})
+    assert outcome.error.endswith("[truncated: 70 more characters]") and len(outcome.error) < MAX_RESULT_CHARS + 60

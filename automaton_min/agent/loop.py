@@ -194,7 +194,8 @@ class AgentLoop:
             outcomes.append(outcome)
         calls = tuple(
             StoredToolCall(f"{turn_id}_{i}", o.name, o.arguments,
-                           self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "", o.error, o.duration_ms,
+                           self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "",
+                           self.hooks.clean_result(o.error, o.name, self.now()) if o.error else o.error, o.duration_ms,
                            routed.result.tool_calls[i].id)
             for i, o in enumerate(outcomes))
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,

@@ -3,6 +3,7 @@
 ``execute`` never raises for anything a tool or the model did: an unknown tool, arguments
 that do not fit the schema (or were not JSON), a refusal by the policy, a ``ToolFailure``
 or an unexpected exception all become an error result the model reads next turn.
+Results and error texts are both capped at ``MAX_RESULT_CHARS``.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class ToolRegistry:
         started = monotonic()
 
         def done(result: str, error: str | None = None) -> ToolOutcome:
-            return ToolOutcome(call_id, name, arguments, cap(result, max_result_chars), error,
+            return ToolOutcome(call_id, name, arguments, cap(result, max_result_chars),
+                               cap(error, max_result_chars) if error is not None else None,
                                int((monotonic() - started) * 1000))
 
         tool = self._tools.get(name)
