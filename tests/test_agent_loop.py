@@ -41,7 +41,8 @@ def agent_for(cli, home, clock, model):
                      "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
         assert result.code == 0, result.stderr
         stored = orjson.loads(home.config_path.read_bytes())
-        home.config_path.write_bytes(orjson.dumps({**stored, **config_changes}))
+        # A closed local port: the runtime reads USDC from the public Base node when rpcUrl is unset; tests stay offline.
+        home.config_path.write_bytes(orjson.dumps({**stored, "rpcUrl": "http://127.0.0.1:9", **config_changes}))
         agent = build_agent(home, load_config(home, {}), now=clock)
         built.append(agent)
         return agent

@@ -16,6 +16,7 @@ from automaton_min.ids import new_ulid
 from automaton_min.net.http import snippet
 from automaton_min.observe.log import get_logger
 from automaton_min.treasury.guard import Allowance, PaymentRefused, topup_limits
+from automaton_min.treasury.ledger import recent_intents
 from automaton_min.treasury.payer import Payer
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)
 BOOTSTRAP_THRESHOLD_CENTS = 500
 BOOTSTRAP_TIER_USD = 5
+BOOTSTRAP_REPEAT_MS = 3_600_000  # an automatic top-up is not repeated within this long of the last one
 
 log = get_logger(__name__)
 
@@ -81,11 +83,17 @@ def _record_transaction(db: "Database", usd: int, cents: int, intent_id: str, tx
 
 
 def bootstrap_topup(payer: Payer, api_url: str, credits_cents: int, usdc_atomic: int) -> TopupResult | None:
-    """At start: with credits under $5 and at least $5 of USDC, buy $5 of credits.
+    """With credits under $5 and at least $5 of USDC, buy $5 of credits (at start, and when low or dead).
 
-    Synchronous and bounded by the payer's request timeout: it never leaves a
-    payment running in the background after giving up.
+    Idempotent: nothing is bought when a top-up was paid, or may still settle, within
+    the last hour (credits can show late; a restart must not buy again). Synchronous
+    and bounded by the payer's timeouts and deadline: it never leaves a payment
+    running in the background after giving up.
     """
     if credits_cents >= BOOTSTRAP_THRESHOLD_CENTS or usdc_atomic < BOOTSTRAP_TIER_USD * ATOMIC_PER_USDC:
+        return None
+    earlier = recent_intents(payer.db, "topup", payer.now() - BOOTSTRAP_REPEAT_MS)
+    if earlier:
+        log.info("bootstrap top-up skipped: a recent top-up exists", extra={"intent": earlier[-1].id})
         return None
     return topup(payer, api_url, BOOTSTRAP_TIER_USD)

@@ -15,8 +15,9 @@ from automaton_min.agent.tools.loop_control import LOW_COMPUTE_KEY
 from automaton_min.agent.tools.registry import ToolRegistry
 from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
-from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.config import Config, db_path
+from automaton_min.errors import AutomatonError
 from automaton_min.home import Home
 from automaton_min.ids import new_ulid
 from automaton_min.inference.providers import Providers
@@ -29,11 +30,27 @@ from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
+from automaton_min.runtime.startup import money_at_start
 from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
 
 INLINE_TOPUP_COOLDOWN_MS = 60_000
+TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
+
+
+def epoch_ms(value: str | None) -> int | None:
+    """A stored time as epoch ms: epoch-ms digits (older automaton-min) or ISO (the reference); None if neither."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return from_iso(text)
+    except ValueError:
+        log.warning("unreadable time in KV; ignoring it", extra={"value": text[:40]})
+        return None
 
 
 class RuntimeHooks:
@@ -74,17 +91,34 @@ class RuntimeHooks:
         if assessment.state_to_enter and assessment.state_to_enter != state:
             set_agent_state(self.db, assessment.state_to_enter, now_ms, reason=f"tier {assessment.tier}",
                             funded=assessment.funding_arrived)
-        if assessment.should_try_topup and self.topup is not None:
-            last = get_value(self.db, "last_inline_topup_attempt")
-            if last is None or now_ms - int(last) >= INLINE_TOPUP_COOLDOWN_MS:
-                set_value(self.db, "last_inline_topup_attempt", str(now_ms), now_ms)
-                self.topup(reading)
-                self.financial.invalidate()
+        if assessment.should_try_topup:
+            self.try_topup(reading, now_ms)
         return assessment.tier, assessment.low_compute or chosen_low
+
+    def try_topup(self, reading: FinancialReading, now_ms: int) -> bool:
+        """The inline $5 top-up, at most once per ``INLINE_TOPUP_COOLDOWN_MS``; True when one was attempted.
+
+        A failure is logged, not raised: the loop goes on, and the next reading tells.
+        """
+        if self.topup is None or self.financial is None:
+            return False
+        last = epoch_ms(get_value(self.db, TOPUP_ATTEMPT_KEY))
+        if last is not None and now_ms - last < INLINE_TOPUP_COOLDOWN_MS:
+            return False
+        set_value(self.db, TOPUP_ATTEMPT_KEY, to_iso(now_ms), now_ms)
+        try:
+            self.topup(reading)
+        except AutomatonError as exc:  # refused, not answered, no node: nothing more to do this time
+            log.warning("inline top-up failed", extra={"error": str(exc)})
+        self.financial.invalidate()
+        return True
 
     def begin_cycle(self, reason: str, now_ms: int) -> bool:
         if read_agent_state(self.db) == "dead":
-            assessment = assess(self.finances(now_ms), "dead", "dead")
+            reading = self.finances(now_ms)
+            assessment = assess(reading, "dead", "dead")
+            if not assessment.funding_arrived and assessment.should_try_topup and self.try_topup(reading, now_ms):
+                assessment = assess(self.finances(now_ms), "dead", "dead")  # did the top-up fund it?
             if not assessment.funding_arrived:
                 return False
             set_agent_state(self.db, "waking", now_ms, reason="funding arrived", funded=True)
@@ -172,9 +206,9 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
     workspace = home.root / "workspace"
     sandbox = sandbox_for(config, workspace=workspace, client=conway)
     node = rpc_url(config, BASE)
-    read_usdc = (lambda: usdc_balance(node, wallet.address, BASE)) if config.get("rpcUrl") else None
+    read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)
     finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
-    payer = Payer(db, wallet, balance_of=(lambda address: usdc_balance(node, address, BASE)) if read_usdc else None, now=now,
+    payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=now,
                   **payer_options(config.get("treasuryPolicy") or {}))
 
     def inline_topup(reading: FinancialReading) -> None:
@@ -186,10 +220,11 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
     policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
                           balance_cents=(lambda: finances.reading().credits_cents) if finances else None)
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
-                         topup=inline_topup if conway and read_usdc else None)
+                         topup=inline_topup if conway else None)
     services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
                 "registry": registry, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services)
     set_value(db, "start_time", to_iso(now()), now())
+    money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)
     return Agent(loop, hooks, db)

@@ -92,6 +92,16 @@ def blocking_intents(db: "Database", purpose: str, resource: str, now_s: int) ->
     return [Intent.from_row(row) for row in rows]
 
 
+def recent_intents(db: "Database", purpose: str, since_ms: int) -> list[Intent]:
+    """Intents for ``purpose`` created since ``since_ms`` that settled or may still settle (not expired or rejected)."""
+    rows = db.query(
+        f"SELECT {_COLUMNS} FROM payment_intents WHERE purpose = ? AND created_at >= ?"
+        " AND status NOT IN ('expired', 'rejected') ORDER BY created_at",
+        (purpose, to_iso(since_ms)),
+    )
+    return [Intent.from_row(row) for row in rows]
+
+
 def open_intents(db: "Database") -> list[Intent]:
     rows = db.query(f"SELECT {_COLUMNS} FROM payment_intents WHERE status IN {OPEN} ORDER BY created_at")
     return [Intent.from_row(row) for row in rows]

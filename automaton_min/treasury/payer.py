@@ -12,6 +12,7 @@ counted as spent until the chain shows it unused after ``validBefore``
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from automaton_min.chain.x402 import (
     settlement,
 )
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
+from automaton_min.errors import AutomatonError
 from automaton_min.net.http import NetworkError, Response, request
 from automaton_min.observe.log import get_logger
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
@@ -42,6 +44,7 @@ SPEND_KIND = {"x402": ("x402", "x402_fetch"), "topup": ("other", "topup_credits"
 CLOCK_SKEW_S = 600  # validAfter well in the past: chains simulate at the latest block, which may lag
 DEFAULT_MAX_VALIDITY_S = 300
 DEFAULT_HOST_COOLDOWN_MS = 3_600_000
+MIN_PAID_WINDOW_S = 5.0  # with a deadline: time the paid request must have left, or nothing is signed
 COOLDOWN_KEY = "x402_host_cooldown:"  # + host; KV value: the ISO time until which the host is not paid
 
 log = get_logger(__name__)
@@ -73,7 +76,9 @@ class Payer:
         timeout: float = 30.0,
         max_validity_s: int = DEFAULT_MAX_VALIDITY_S,
         host_cooldown_ms: int = DEFAULT_HOST_COOLDOWN_MS,
+        deadline: float | None = None,
     ) -> None:
+        """``deadline`` (a ``time.monotonic()`` value) cuts every request's timeout to the time left."""
         self.db = db
         self.wallet = wallet
         self.balance_of = balance_of
@@ -82,6 +87,7 @@ class Payer:
         self.timeout = timeout
         self.max_validity_s = max_validity_s
         self.host_cooldown_ms = host_cooldown_ms
+        self.deadline = deadline
         self.spend = SpendTracker(db, now)
 
     def fetch(
@@ -102,9 +108,9 @@ class Payer:
         resource that turns out to be free gets a second request with the body.
         ``balance`` is the wallet's USDC when the caller has just read it (saves a second read).
         """
-        probe = self.send(method, url, headers=headers, timeout=self.timeout)
+        probe = self.send(method, url, headers=headers, timeout=self.request_timeout())
         if probe.status != 402 and body is not None:
-            probe = self.send(method, url, json=body, headers=headers, timeout=self.timeout)
+            probe = self.send(method, url, json=body, headers=headers, timeout=self.request_timeout())
         if probe.status != 402:
             return PaidResponse(probe)
 
@@ -135,6 +141,9 @@ class Payer:
                 f"{earlier[0].valid_before}; not paying twice",
             )
 
+        if self.deadline is not None and self.deadline - time.monotonic() < MIN_PAID_WINDOW_S:
+            raise PaymentRefused("deadline", "too little of the allowed time is left to send a paid request; nothing was signed")
+
         authorization = TransferAuthorization(
             sender=self.wallet.address,
             recipient=requirement.pay_to,
@@ -154,12 +163,23 @@ class Payer:
         name, value = payment_header(required, requirement, authorization, signature)
         log.info("paying", extra={"intent": intent.id, "resource": url, "amount_atomic": requirement.amount,
                                   "payee": requirement.pay_to, "network": requirement.network.caip2})
+        timeout = self.request_timeout()
         try:
-            paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=self.timeout)
+            paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=timeout)
         except NetworkError as exc:
             self._undelivered(intent, host, str(exc))
             raise
         return self._record_answer(intent, paid, host)
+
+    def request_timeout(self, cap: float | None = None) -> float:
+        """``cap`` (default: ``timeout``) cut to what is left before the deadline; ``NetworkError`` when none is."""
+        cap = self.timeout if cap is None else cap
+        if self.deadline is None:
+            return cap
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise NetworkError("the time allowed for this payment ran out before the request")
+        return min(cap, left)
 
     def _undelivered(self, intent: Intent, host: str, detail: str) -> None:
         """A signature left and no success came back: the intent stays open (spent) and the host cools down."""
@@ -212,6 +232,7 @@ def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool], now: 
 
     ``used(intent)`` asks the token contract (``authorizationState``). An unused
     authorization that is still inside its window stays open: it could still settle.
+    An intent whose state cannot be read (node down, time up) stays open too.
     Returns ``(intent id, new status)`` for every change.
     """
     changes = []
@@ -219,7 +240,12 @@ def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool], now: 
         if network_named(intent.network) is None:
             continue
         now_ms = now()
-        if used(intent):
+        try:
+            was_used = used(intent)
+        except (AutomatonError, OSError) as exc:  # unreadable now; it stays open and counted as spent
+            log.warning("payment intent not reconciled", extra={"intent": intent.id, "error": str(exc)})
+            continue
+        if was_used:
             resolve(db, intent.id, "settled", now_ms, "nonce used on chain")
             changes.append((intent.id, "settled"))
         elif intent.valid_before <= now_ms // 1000:

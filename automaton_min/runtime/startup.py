@@ -1,0 +1,102 @@
+"""Money at start, before the first cycle: resolve open payment intents from the chain, then the bootstrap top-up.
+
+Both steps share one time budget (60 s): every request's timeout is cut to what is
+left, and the payer signs nothing without enough time for the paid request, so start
+is never held longer and no payment is left running in the background. A step that
+fails (node or API down, time up) is logged and start goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from automaton_min.chain.usdc import BASE, Network, authorization_used, network_named, usdc_balance
+from automaton_min.clock import Clock
+from automaton_min.errors import AutomatonError
+from automaton_min.net.http import NetworkError
+from automaton_min.observe.log import get_logger
+from automaton_min.runtime.money import rpc_url
+from automaton_min.treasury.ledger import Intent
+from automaton_min.treasury.payer import Payer, payer_options, reconcile_open_intents
+
+if TYPE_CHECKING:
+    from automaton_min.chain.wallet import Wallet
+    from automaton_min.config import Config
+    from automaton_min.conway.topup import TopupResult
+    from automaton_min.store.db import Database
+
+STARTUP_BUDGET_S = 60.0
+READ_TIMEOUT_S = 10.0
+
+log = get_logger(__name__)
+
+
+@dataclass
+class StartupMoney:
+    """What the start-up steps did."""
+
+    reconciled: list[tuple[str, str]]
+    topup: "TopupResult | None" = None
+
+
+class Budget:
+    """A deadline on the monotonic clock; ``timeout(cap)`` is ``cap`` cut to the time left."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def timeout(self, cap: float) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise NetworkError("the start-up time budget ran out")
+        return min(cap, left)
+
+
+def reconcile_at_start(db: "Database", config: "Config", budget: Budget, now: Clock) -> list[tuple[str, str]]:
+    """Ask the chain about every open intent (``authorizationState``); each read within the budget."""
+    def used(intent: Intent) -> bool:
+        network = network_named(intent.network)
+        assert network is not None  # reconcile_open_intents skips other networks
+        return authorization_used(rpc_url(config, network), network, intent.payer, bytes.fromhex(intent.nonce[2:]),
+                                  timeout=budget.timeout(READ_TIMEOUT_S))
+
+    return reconcile_open_intents(db, used, now=now)
+
+
+def bootstrap_at_start(db: "Database", wallet: "Wallet", config: "Config", budget: Budget, now: Clock,
+                       network: Network = BASE) -> "TopupResult | None":
+    """Credits under $5 and at least $5 of USDC: buy $5 of credits, once (see ``bootstrap_topup``)."""
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.conway.topup import bootstrap_topup
+
+    api_url, api_key = config.get("conwayApiUrl"), config.get("conwayApiKey")
+    if not api_key:
+        return None
+    node = rpc_url(config, network)
+    conway = ConwayClient(api_url, api_key, db=db, now=now, timeout_s=budget.timeout(READ_TIMEOUT_S))
+    credits = conway.credits_balance()  # a live reading only: a cached one could buy twice
+    usdc = usdc_balance(node, wallet.address, network, timeout=budget.timeout(READ_TIMEOUT_S))
+    payer = Payer(db, wallet, now=now, deadline=budget.deadline,
+                  balance_of=lambda address: usdc_balance(node, address, network, timeout=budget.timeout(READ_TIMEOUT_S)),
+                  **payer_options(config.get("treasuryPolicy") or {}))
+    return bootstrap_topup(payer, api_url, credits, usdc)
+
+
+def money_at_start(db: "Database", wallet: "Wallet", config: "Config", *, now: Clock,
+                   budget_s: float = STARTUP_BUDGET_S, network: Network = BASE) -> StartupMoney:
+    """Reconcile, then bootstrap, within ``budget_s`` seconds overall; failures are logged, never raised."""
+    budget = Budget(budget_s)
+    result = StartupMoney([])
+    try:
+        result.reconciled = reconcile_at_start(db, config, budget, now)
+    except (AutomatonError, OSError) as exc:
+        log.warning("open payments not reconciled at start", extra={"error": str(exc)})
+    if result.reconciled:
+        log.info("payments reconciled at start", extra={"changes": result.reconciled})
+    try:
+        result.topup = bootstrap_at_start(db, wallet, config, budget, now, network)
+    except (AutomatonError, OSError) as exc:
+        log.warning("bootstrap top-up not done at start", extra={"error": str(exc)})
+    return result
