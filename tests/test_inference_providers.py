@@ -10,7 +10,8 @@ import pytest
 
 from automaton_min.inference.anthropic import AnthropicProvider, messages_url, transform_messages, wire_id
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider, chat_completions_url, token_limit_field
-from automaton_min.inference.types import ChatRequest, ChatResult, InferenceError, Message, ProviderError, ToolCall, ToolSchema, Usage
+from automaton_min.inference.types import (ChatRequest, ChatResult, InferenceError, Message, ModelUnusable, ProviderError,
+                                          ToolCall, ToolSchema, Usage)
 from automaton_min.inference.wire_common import MISSING_RESULT, ProviderUnreachable, parse_arguments, repair_tool_pairing, unique_call_ids
 from automaton_min.net.http import request
 from automaton_min.net.resilient import CircuitOpenError
@@ -365,10 +366,11 @@ def test_openai_401_is_a_provider_error_without_the_key(openai) -> None:
 
 def test_anthropic_401_is_a_provider_error_without_the_key(anthropic) -> None:
     wrong = "sk-ant-wrong-0123456789abcdef"
-    with pytest.raises(ProviderError) as caught:
+    with pytest.raises(ModelUnusable) as caught:  # a ProviderError that is also a configuration error (exit 2)
         ant(anthropic, wrong).chat(ask(*HELLO))
-    assert caught.value.status == 401
-    assert str(caught.value) == "inference error (anthropic): 401: authentication_error: invalid x-api-key"
+    assert caught.value.status == 401 and caught.value.exit_code == 2
+    assert str(caught.value) == ("inference error (anthropic): 401: authentication_error: invalid x-api-key; "
+                                 "set anthropicApiKey to a valid Anthropic key")
 
 
 def test_keys_never_appear_in_reprs_errors_or_logs() -> None:

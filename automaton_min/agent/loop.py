@@ -7,6 +7,8 @@ state; build the context; route the inference; run at most 10 tool calls, each t
 the policy; persist the turn, its tool calls and the inbox acknowledgements in ONE
 transaction; loop controls. A failed turn leaves nothing half-written and puts its inbox
 messages back.
+A configuration error (``UserError``, e.g. no provider can serve the model) is not a failed
+turn: it ends the cycle and reaches the CLI, which exits 2 with the fix.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from automaton_min.agent.survival import FinancialReading
 from automaton_min.agent.tools.base import ToolContext, ToolSpec
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.clock import Clock, from_iso, to_iso
-from automaton_min.errors import RuntimeFailure
+from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, Router
 from automaton_min.inference.types import InferenceError, Message
@@ -125,6 +127,9 @@ class AgentLoop:
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", authority)
             try:
                 summary = self._turn(pending, claimed, first_run and result.turns == 0)
+            except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
+                self.hooks.release_inbox(claimed)
+                raise
             except Exception as exc:  # the loop's outer boundary: a failed turn is logged, counted, and undone
                 if isinstance(exc, (InferenceError, RuntimeFailure)):
                     log.warning("turn failed", extra={"error": str(exc)})

@@ -21,7 +21,7 @@ from automaton_min.clock import system_now
 from automaton_min.inference.anthropic import AnthropicProvider
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.registry import ModelInfo
-from automaton_min.inference.types import ChatRequest, ChatResult, InferenceError
+from automaton_min.inference.types import ChatRequest, ChatResult, ModelUnusable
 from automaton_min.net.http import Response
 
 Send = Callable[..., Response]
@@ -75,7 +75,7 @@ class Providers:
             return "openai"
         if get("conwayApiKey"):
             return "conway"
-        raise InferenceError(
+        raise ModelUnusable(
             f"no provider can serve {model.model_id}: set openaiBaseUrl, openaiApiKey or anthropicApiKey, "
             "or provision a Conway key (automaton-min provision)"
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from automaton_min.errors import RuntimeFailure
+from automaton_min.errors import RuntimeFailure, UserError
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -87,3 +87,20 @@ class ProviderError(InferenceError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ModelUnusable(UserError, ProviderError):
+    """No call can succeed until the configuration changes (no provider for the model, a refused key, a model
+    the server does not have). It is a ``UserError``: ``run`` stops with exit code 2 and the fix, instead of
+    retrying a call that cannot work."""
+
+
+class ContextTooLong(ProviderError):
+    """The server refused the prompt as longer than the model's context. ``prompt_tokens`` (what it counted)
+    and ``context_tokens`` (its window) are set when the server said them."""
+
+    def __init__(self, message: str, status: int | None = 400, *, prompt_tokens: int | None = None,
+                 context_tokens: int | None = None) -> None:
+        super().__init__(message, status)
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens

@@ -32,7 +32,8 @@ import json
 from typing import Any, Callable, Iterable, Mapping
 
 from automaton_min.errors import RuntimeFailure
-from automaton_min.inference.types import InferenceError, Message, ProviderError, ToolCall
+from automaton_min.inference.refusals import config_fix, context_overflow
+from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ModelUnusable, ProviderError, ToolCall
 from automaton_min.net.http import HttpError, NetworkError, Response
 
 Send = Callable[..., Response]
@@ -94,7 +95,8 @@ def post_json(
     """POST ``payload`` and return the parsed JSON answer, or raise ``ProviderError``/``ProviderUnreachable``.
 
     Every error message is one line, names the provider, and has the secrets removed (servers echo keys
-    back in 401 messages)."""
+    back in 401 messages). A context overflow is ``ContextTooLong``; 401, 403 and 404 are ``ModelUnusable``
+    with the setting to change (``refusals``)."""
     secrets = tuple(secrets)
     try:
         response = send("POST", url, json=payload, headers=dict(headers), timeout=timeout)
@@ -105,8 +107,14 @@ def post_json(
     except RuntimeFailure as exc:  # a resilient client's CircuitOpenError: nothing was sent
         raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from exc
     if not response.ok:
-        detail = error_detail(response.body, secrets)
-        raise ProviderError(f"inference error ({provider}): {response.status}: {detail}", response.status)
+        message = f"inference error ({provider}): {response.status}: {error_detail(response.body, secrets)}"
+        overflow = context_overflow(response.status, response.body)
+        if overflow is not None:
+            raise ContextTooLong(message, response.status, prompt_tokens=overflow[0], context_tokens=overflow[1])
+        fix = config_fix(provider, response.status)
+        if fix is not None:
+            raise ModelUnusable(f"{message}; {fix}", response.status)
+        raise ProviderError(message, response.status)
     try:
         return response.json()
     except HttpError:

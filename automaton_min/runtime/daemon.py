@@ -58,19 +58,21 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
     """Run wake cycles until stopped; returns the process exit code."""
     reason = "the runtime started"
     cycles = 0
-    while not signals.stop.is_set():
-        cycle.run_cycle(reason, signals.stop)
-        cycles += 1
-        if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
-            break
-        wait_s = seconds_until(sleep_until(), now())
-        log.info("asleep", extra={"seconds": round(wait_s, 1)})
-        woken = signals.wake.wait(wait_s)
-        signals.wake.clear()
-        if signals.stop.is_set():
-            break
-        reason = "something woke you early (a message or an event)" if woken else "your sleep timer ran out"
-    if on_stop is not None:
-        on_stop()
+    try:
+        while not signals.stop.is_set():
+            cycle.run_cycle(reason, signals.stop)
+            cycles += 1
+            if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
+                break
+            wait_s = seconds_until(sleep_until(), now())
+            log.info("asleep", extra={"seconds": round(wait_s, 1)})
+            woken = signals.wake.wait(wait_s)
+            signals.wake.clear()
+            if signals.stop.is_set():
+                break
+            reason = "something woke you early (a message or an event)" if woken else "your sleep timer ran out"
+    finally:  # also when a cycle raises (a configuration error): the agent is left stopped, not "running"
+        if on_stop is not None:
+            on_stop()
     log.info("stopped", extra={"cycles": cycles})
     return 0

@@ -73,3 +73,24 @@ def test_run_without_setup_says_how_to_set_up(cli) -> None:
     result = cli("run")
     assert result.code == 2 and result.stderr_lines == [result.stderr_lines[-1]]
     assert "automaton-min setup" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_without_a_usable_model_exits_2_with_the_fix(cli) -> None:
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR, "--yes")
+    assert setup.code == 0, setup.stderr
+    result = cli("run", timeout=30)  # before: five logged errors, then a five-minute sleep
+    assert result.code == 2, result.stderr
+    assert len(result.stderr_lines) == 1 and "Traceback" not in result.stderr
+    assert "no provider can serve gpt-5.2" in result.stderr and "openaiBaseUrl" in result.stderr
+    assert json.loads(cli("status", "--json").stdout)["state"] != "running"
+
+
+def test_run_with_a_refused_key_exits_2_naming_the_key(cli) -> None:
+    with OpenAIServer(mode="llamacpp", api_key="sk-local-server-key-123") as model:
+        setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
+                    "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
+        assert setup.code == 0, setup.stderr
+        result = cli("run", timeout=30)
+    assert result.code == 2 and len(result.stderr_lines) == 1, result.stderr
+    assert "401" in result.stderr and "openaiApiKey" in result.stderr
+    assert len(model.requests) == 1  # refused once; not retried and not repeated
