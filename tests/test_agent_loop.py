@@ -255,3 +255,24 @@ def test_tool_errors_are_sanitized_like_results(agent_for, model) -> None:
     agent.loop.run_cycle("test")
     [error] = [row[0] for row in agent.db.query("SELECT error FROM tool_calls")]
     assert error and "gone-" in error and "<|im_start|>" not in error
+
+
+def test_messages_claimed_for_a_turn_a_budget_refused_go_back_unread(agent_for, model, clock, home) -> None:
+    """The wake-up turn spends the hour's inference share; the next turn claims a message and is refused."""
+    from automaton_min.store.db import open_database
+    from automaton_min.treasury.spend import SpendTracker
+
+    agent = agent_for(treasuryPolicy={"maxInferenceDailyCents": 60})  # 10 cents an hour
+    inbox.insert_message(agent.db, "m9", "0x" + "ab" * 20, "are you there?", received_at_ms=clock())
+
+    def spend_the_hour(body):
+        with open_database(home.default_db_path, now=clock) as other:
+            SpendTracker(other, clock).record("inference", 11, "inference")
+        return openai_answer(None, [call("exec", command="true")])
+
+    model.script(spend_the_hour)
+    result = agent.loop.run_cycle("test")
+    assert len(model.requests) == 1 and result.reason.startswith("inference not allowed")
+    message = inbox.get_message(agent.db, "m9")
+    assert (message.status, message.retry_count, message.processed_at) == ("received", 0, None)
+    assert agent.db.query("SELECT input, input_source FROM turns WHERE thinking LIKE '[no inference%'") == [(None, None)]

@@ -309,3 +309,16 @@ def test_prune_deletes_only_old_finished_rows(db: Database, clock) -> None:
 def test_the_claim_uses_the_unprocessed_partial_index(db: Database) -> None:
     plan = " ".join(str(r) for r in db.query("EXPLAIN QUERY PLAN " + CLAIMABLE_SQL, (10,)))
     assert "idx_inbox_unprocessed" in plan
+
+
+def test_messages_a_turn_never_read_go_back_without_counting_a_try(db: Database, clock) -> None:
+    from automaton_min.store.inbox import return_unread
+
+    add(db, clock, "m1", "m2")
+    for _ in range(5):  # refused again and again (a budget): never failed, never processed
+        claimed = claim(db, now_ms=clock())
+        assert [m.retry_count for m in claimed] == [1, 1]
+        assert return_unread(db, [m.id for m in claimed] + ["ghost"]) == 2
+        assert rows(db) == {"m1": ("received", 0, None), "m2": ("received", 0, None)}
+    mark_processed(db, ["m1"], clock())  # only claimed rows change
+    assert return_unread(db, ["m1"]) == 0 and return_unread(db, []) == 0

@@ -47,6 +47,7 @@ class Hooks(Protocol):
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]: ...           # (id, text, authority)
     def ack_inbox(self, ids: list[str], now_ms: int) -> None: ...                    # inside the turn transaction
     def release_inbox(self, ids: list[str]) -> None: ...                             # after a failed turn
+    def return_inbox(self, ids: list[str]) -> None: ...                              # unread: no try counted
     def finances(self, now_ms: int) -> FinancialReading: ...                         # cached, with freshness
     def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]: ...  # tier, low compute; enters the state
     def begin_cycle(self, reason: str, now_ms: int) -> bool: ...                     # state waking; False while dead
@@ -185,8 +186,14 @@ class AgentLoop:
         routed = route if isinstance(route, BudgetDenied) else self.router.route(
             context, tier=tier, turn_id=turn_id, tools=self.tools.schemas(), planned=route)
         if isinstance(routed, BudgetDenied):
-            self._persist(StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
-                                     f"[no inference: {routed.message}]"), claimed)
+            # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
+            # no try counted), so the turn does not record them as its input either.
+            unread = bool(claimed)
+            self._persist(StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(),
+                                     None if unread or not message else message.content, None if unread else source,
+                                     f"[no inference: {routed.message}]"), [])
+            if unread:
+                self.hooks.return_inbox(claimed)
             return Verdict("sleep", 600, f"inference not allowed: {routed.limit}")
 
         outcomes: list[ToolOutcome] = []

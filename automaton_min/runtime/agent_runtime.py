@@ -75,6 +75,10 @@ class RuntimeHooks:
         if ids:
             inbox.release_after_failed_turn(self.db, ids)
 
+    def return_inbox(self, ids: list[str]) -> None:
+        if ids:
+            inbox.return_unread(self.db, ids)
+
     # -- money and survival
     def finances(self, now_ms: int) -> FinancialReading:
         if self.financial is None:  # no Conway key: credits do not apply to this agent

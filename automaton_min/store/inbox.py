@@ -5,7 +5,8 @@ States of a row::
     received --claim--> in_progress --mark_processed (in the turn's transaction)--> processed
                              |
                              +--release_after_failed_turn / reclaim_stale--> received  (retries left)
-                                                                         \\-> failed    (retry_count >= max_retries)
+                             |                                           \\-> failed    (retry_count >= max_retries)
+                             +--return_unread (no inference: a budget refused the turn)--> received, retry not counted
 
 * ``insert_message`` is deduplicated by id: the relay may deliver a message twice.
 * ``claim`` takes up to ``limit`` claimable rows (``received``, retries left, oldest
@@ -160,6 +161,24 @@ def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, 
         rows = db.query(_RELEASE + " AND id IN (SELECT value FROM json_each(?)) RETURNING status", (param,))
     failed = sum(1 for (status,) in rows if status == FAILED)
     return (len(rows) - failed, failed)
+
+
+def return_unread(db: "Database", ids: Iterable[str]) -> int:
+    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many.
+
+    For a turn that never reached the model (a budget refused it): nobody read them,
+    so they must neither be ``processed`` nor move closer to ``failed``.
+    """
+    param = _ids_param(ids)
+    if param == "[]":
+        return 0
+    with db.transaction():
+        db.execute(
+            "UPDATE inbox_messages SET status = 'received', retry_count = MAX(retry_count - 1, 0)"
+            " WHERE id IN (SELECT value FROM json_each(?)) AND status = 'in_progress'",
+            (param,),
+        )
+        return db.connection.changes()
 
 
 def reclaim_stale(db: "Database") -> int:
