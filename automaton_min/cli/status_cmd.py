@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import click
 
 from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
 from automaton_min.runtime.status import gather_status
+
+
+def format_usdc(atomic: int) -> str:
+    from automaton_min.chain.usdc import format_usdc as render
+
+    return render(atomic)
+
+
+def _run_text(info: dict) -> str:
+    if not info["running"]:
+        return "stopped"
+    return f"running (pid {info['pid']})" if info["pid"] else "running"
+
+
+def _known(value: int | None, at: str | None, render: Callable[[int], str]) -> str | None:
+    """A balance as last read, with when; ``None`` (shown as ``-``) when never read."""
+    return None if value is None else f"{render(value)} (as of {at})"
 
 
 @click.command("status")
@@ -22,7 +41,12 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("address", info["address"]),
         ("creator", info["creator"]),
         ("sandbox", info["sandbox"] or "local"),
+        ("run", _run_text(info)),
         ("state", info["state"]),
+        ("tier", info["tier"] or "unknown (no credit balance read yet)"),
+        ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")),
+        ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
+        ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
         ("model", info["model"]),

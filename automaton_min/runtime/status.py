@@ -1,36 +1,72 @@
-"""What ``automaton-min status`` reports, gathered without loading the wallet key."""
+"""What ``automaton-min status`` reports, gathered without loading the wallet key or writing anything."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from automaton_min import __version__
 from automaton_min.agent.states import read_agent_state
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
+from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
+from automaton_min.store.kv import get_value
 from automaton_min.store.turns import count_turns, last_turn_timestamp
+from automaton_min.tiers import tier_for_credits
+
+# KV rows the runtime writes: {"cents", "at"} (Conway client), {"atomic", "at"} and {"message", "at"} (the runtime).
+CREDITS_KEY = "last_known_balance"
+USDC_KEY = "last_known_usdc"
+LAST_ERROR_KEY = "last_error"
 
 
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
-    """Name, address, state, turn count and the settings that matter, as one dict."""
+    """Name, address, whether a run holds the home, state, money and the last error, as one dict.
+
+    The database is opened read-only: a missing or empty ``state.db`` is an error, never replaced.
+    """
     home.require()
     config = config or load_config(home)
-    with open_database(db_path(home, config), quick_check=False) as db:
+    running, pid = run_holder(home)
+    with open_database(db_path(home, config), read_only=True) as db:
         identity = read_identity(db)
         state = read_agent_state(db)
         turns = count_turns(db)
         last_turn = last_turn_timestamp(db)
+        credits = _json_row(get_value(db, CREDITS_KEY))
+        usdc = _json_row(get_value(db, USDC_KEY))
+        last_error = _json_row(get_value(db, LAST_ERROR_KEY))
+    cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
+    atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
         "name": config["name"] or identity.get("name"),
         "address": identity.get("address") or config["walletAddress"],
         "creator": config["creatorAddress"] or identity.get("creator"),
         "sandbox": config["sandboxId"] or None,
+        "running": running,
+        "pid": pid,
         "state": state,
+        "tier": tier_for_credits(cents) if cents is not None else None,
+        "creditsCents": cents,
+        "creditsAt": credits.get("at") if cents is not None else None,
+        "usdcAtomic": atomic,
+        "usdcAt": usdc.get("at") if atomic is not None else None,
+        "lastError": last_error if last_error.get("message") else None,
         "turns": turns,
         "lastTurnAt": last_turn,
         "model": config["inferenceModel"],
         "version": __version__,
         "home": str(home.root),
     }
+
+
+def _json_row(raw: str | None) -> dict[str, Any]:
+    """A KV value holding a JSON object; anything else (absent, damaged) reads as empty."""
+    try:
+        value = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

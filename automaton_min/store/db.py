@@ -144,14 +144,19 @@ def open_database(
     migrations: Sequence[Migration] = MIGRATIONS,
     now: Clock = system_now,
     quick_check: bool = True,
+    read_only: bool = False,
 ) -> Database:
     """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it.
 
     ``quick_check`` reads every page, so its cost grows with the file; a short
     read-only look (``status``) may skip it. The runtime and ``setup`` keep it;
-    ``doctor`` adds the full ``integrity_check``.
+    ``doctor`` adds the full ``integrity_check``. ``read_only=True`` (for the read
+    commands) never creates, migrates or writes: a missing or empty file is a
+    ``DatabaseError``.
     """
     path = Path(path)
+    if read_only:
+        return _open_read_only(path)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     connection = None
@@ -172,6 +177,27 @@ def open_database(
             raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
         raise
     log.debug("opened database", extra={"path": str(path), "quick_check": quick_check})
+    return db
+
+
+def _open_read_only(path: Path) -> Database:
+    if not path.exists():
+        raise DatabaseError(f"{path} is missing; nothing was recorded there yet (setup creates it)")
+    if path.stat().st_size == 0:
+        raise DatabaseError(f"{path} is empty (0 bytes); restore it from a backup, or move it aside and run setup again")
+    connection = None
+    try:
+        connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        db = Database(connection, path)
+        for name in ("temp_store", "cache_size", "mmap_size"):
+            db.execute(f"PRAGMA {name}={dict(PRAGMAS)[name]}")
+        db.scalar("SELECT COUNT(*) FROM sqlite_master")  # a file that is not a database fails here
+    except apsw.Error as exc:
+        if connection is not None:
+            connection.close()
+        raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
+    log.debug("opened database", extra={"path": str(path), "read_only": True})
     return db
 
 

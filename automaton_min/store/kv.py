@@ -26,3 +26,10 @@ def set_value(db: "Database", key: str, value: str, now_ms: int) -> None:
 
 def delete_value(db: "Database", key: str) -> None:
     db.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+
+def set_json(db: "Database", key: str, value: object, now_ms: int) -> None:
+    """Store ``value`` as JSON under ``key``."""
+    import orjson
+
+    set_value(db, key, orjson.dumps(value).decode(), now_ms)

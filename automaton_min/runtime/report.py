@@ -1,0 +1,60 @@
+"""What a running agent tells the person watching it: a start banner and one line per tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from automaton_min.config import Config
+from automaton_min.errors import AutomatonError
+from automaton_min.observe.log import get_logger
+from automaton_min.store.turns import StoredToolCall
+
+log = get_logger("run")
+
+ARGUMENTS_CHARS = 80
+ERROR_CHARS = 120
+
+
+def banner_fields(agent: Any, config: Config) -> dict[str, Any]:
+    """Name, address, model, provider and confinement of an assembled agent."""
+    loop = agent.loop
+    return {
+        "agent": loop.identity.name,
+        "address": loop.identity.address,
+        "model": config.get("inferenceModel"),
+        "provider": _provider(loop.router),
+        "confinement": getattr(agent, "confinement", "unknown"),
+    }
+
+
+def _provider(router: Any) -> str:
+    from automaton_min.inference.providers import Providers
+    from automaton_min.inference.router import BudgetDenied
+
+    route = router.plan("normal")
+    if isinstance(route, BudgetDenied):
+        return f"none ({route.message})"
+    try:
+        return Providers(router.config).kind_for(route.model)
+    except AutomatonError as exc:
+        return f"none ({exc})"
+
+
+def log_banner(agent: Any, config: Config) -> None:
+    log.info("automaton-min started", extra=banner_fields(agent, config))
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def log_tool_call(call: StoredToolCall) -> None:
+    """One line: the tool, its arguments (cut short), ok or the error, and how long it took."""
+    arguments = short(orjson.dumps(call.arguments).decode(), ARGUMENTS_CHARS)
+    outcome = "ok" if call.error is None else "error: " + short(call.error, ERROR_CHARS)
+    log.info(f"tool {call.name} {outcome} ({call.duration_ms} ms)",
+             extra={"tool": call.name, "arguments": arguments, "ok": call.error is None, "durationMs": call.duration_ms})
