@@ -28,8 +28,8 @@ from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, Router
 from automaton_min.inference.types import InferenceError, Message
-from automaton_min.observe.log import get_logger
-from automaton_min.store.kv import delete_value, get_value, set_value
+from automaton_min.observe.log import get_logger, scrub
+from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
 
 log = get_logger(__name__)
@@ -137,6 +137,7 @@ class AgentLoop:
                 else:
                     log.exception("turn crashed")
                 self.hooks.release_inbox(claimed)
+                set_json(self.db, "last_error", {"message": scrub(str(exc) or type(exc).__name__)[:500], "at": to_iso(self.now())}, self.now())
                 verdict = controls.after_error()
             else:
                 verdict = summary if isinstance(summary, Verdict) else controls.after_turn(summary)

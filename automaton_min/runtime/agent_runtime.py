@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from automaton_min.agent.loop import AgentLoop
 from automaton_min.agent.prompts import Identity
 from automaton_min.agent.states import read_agent_state, set_agent_state
@@ -31,6 +33,8 @@ from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
 from automaton_min.runtime.startup import money_at_start
+from automaton_min.runtime.report import log_tool_call
+from automaton_min.runtime.status import USDC_KEY
 from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
@@ -63,6 +67,7 @@ class RuntimeHooks:
         self.policy = policy
         self.topup = topup
         self.previous_tier: str | None = None
+        self.remembered_usdc: int | None = None
 
     # -- inbox
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
@@ -83,7 +88,16 @@ class RuntimeHooks:
     def finances(self, now_ms: int) -> FinancialReading:
         if self.financial is None:  # no Conway key: credits do not apply to this agent
             return FinancialReading(None, False, None)
-        return self.financial.reading()
+        reading = self.financial.reading()
+        self._remember_usdc(reading.usdc_atomic, now_ms)
+        return reading
+
+    def _remember_usdc(self, atomic: int | None, now_ms: int) -> None:
+        """Keep the last USDC balance read in KV ``last_known_usdc`` for ``status`` (written when it changes)."""
+        if atomic is None or atomic == self.remembered_usdc:
+            return
+        set_value(self.db, USDC_KEY, orjson.dumps({"atomic": atomic, "at": to_iso(now_ms)}).decode(), now_ms)
+        self.remembered_usdc = atomic
 
     def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]:
         chosen_low = get_value(self.db, LOW_COMPUTE_KEY) is not None  # the agent asked for it (enter_low_compute)
@@ -157,7 +171,9 @@ class RuntimeHooks:
         return sanitize(text, "self", "instruction", now_ms=self.now()).content
 
     def after_turn(self, turn: StoredTurn) -> None:
-        """After a turn is committed: where memory ingestion (a later issue) attaches. Nothing to do yet."""
+        """After a turn is committed: one log line per tool call; memory ingestion (a later issue) attaches here."""
+        for call in turn.tool_calls:
+            log_tool_call(call)
 
     def prompt_parts(self) -> dict[str, str | None]:
         def read(path: Path) -> str | None:
