@@ -23,6 +23,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.fileio import atomic_write
@@ -110,13 +111,19 @@ class LocalSandbox:
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
         kill_grace_s: float = KILL_GRACE_S,
+        tmpdir: Path | None = None,
+        child_setup: Callable[[], None] | None = None,
     ) -> None:
+        """``tmpdir`` becomes the commands' ``TMPDIR``; ``child_setup`` runs in each child before it executes
+        the shell (the confined spawner enters a new Landlock layer there; it is single-threaded, so that is safe)."""
         if max_output_bytes < 0:
             raise ValueError("max_output_bytes must not be negative")
         self.workspace = Path(workspace).expanduser().absolute()
         self.max_output_bytes = max_output_bytes
         self.default_timeout_s = default_timeout_s
         self.kill_grace_s = kill_grace_s
+        self.tmpdir = tmpdir
+        self.child_setup = child_setup
 
     def __repr__(self) -> str:
         return f"LocalSandbox({str(self.workspace)!r})"
@@ -129,6 +136,8 @@ class LocalSandbox:
         env = {name: os.environ[name] for name in ENV_PASSTHROUGH if os.environ.get(name)}
         env["PATH"] = os.environ.get("PATH") or os.defpath
         env["HOME"] = str(self.workspace)
+        if self.tmpdir is not None:
+            env["TMPDIR"] = str(self.tmpdir)
         return env
 
     # ------------------------------------------------------------------ exec
@@ -150,6 +159,7 @@ class LocalSandbox:
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=self.child_setup,
         )
         pgid = proc.pid  # a new session: the shell leads its own group
         timed_out = False
@@ -210,12 +220,7 @@ class LocalSandbox:
     # ------------------------------------------------------------------ files
 
     def resolve(self, path: str) -> Path:
-        """``~`` is the workspace (the commands' ``HOME``); relative paths are inside the workspace."""
-        if path == "~" or path.startswith("~/"):
-            resolved = self.workspace / path[2:]
-        else:
-            resolved = Path(path).expanduser()
-        return resolved if resolved.is_absolute() else self.workspace / resolved
+        return resolve_in(self.workspace, path)
 
     def read_file(self, path: str) -> str:
         return self.resolve(path).read_bytes().decode("utf-8", "replace")
@@ -233,6 +238,21 @@ class LocalSandbox:
 
     def remove_port(self, port: int) -> None:
         return None
+
+    def describe(self) -> str:
+        return "none (commands run unconfined)"
+
+    def close(self) -> None:
+        return None
+
+
+def resolve_in(workspace: Path, path: str) -> Path:
+    """``~`` is the workspace (the commands' ``HOME``); relative paths are inside the workspace."""
+    if path == "~" or path.startswith("~/"):
+        resolved = workspace / path[2:]
+    else:
+        resolved = Path(path).expanduser()
+    return resolved if resolved.is_absolute() else workspace / resolved
 
 
 def _exited(proc: subprocess.Popen) -> bool:

@@ -1,7 +1,7 @@
 """Where the agent's commands and files live: a Conway sandbox (remote) or this machine (local mode).
 
 Both implement ``Sandbox``: ``exec``, ``read_file``, ``write_file``, ``expose_port``,
-``remove_port``. ``sandbox_for(config)`` picks one: local mode when ``sandboxId`` is
+``remove_port``, ``describe``, ``close``. ``sandbox_for(config)`` picks one: local mode when ``sandboxId`` is
 empty, ``None``, ``"undefined"`` or ``"null"`` (the reference runtime's rule).
 A remote sandbox that refuses a command raises; it never falls back to local.
 """
@@ -54,6 +54,14 @@ class Sandbox(Protocol):
 
     def remove_port(self, port: int) -> None: ...
 
+    def describe(self) -> str:
+        """Which confinement holds the commands, in a few words (banner, ``status``, ``doctor``)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the sandbox holds (the confined spawner in local mode)."""
+        ...
+
 
 class RemoteSandbox:
     """A Conway cloud sandbox, reached through ``ConwayClient``."""
@@ -81,6 +89,12 @@ class RemoteSandbox:
     def remove_port(self, port: int) -> None:
         self.client.remove_port(port, sandbox_id=self.sandbox_id)
 
+    def describe(self) -> str:
+        return f"remote (Conway sandbox {self.sandbox_id})"
+
+    def close(self) -> None:
+        return None
+
     def __repr__(self) -> str:
         return f"RemoteSandbox({self.sandbox_id!r})"
 
@@ -96,18 +110,26 @@ def sandbox_for(
     workspace: Path | None = None,
     client: "ConwayClient | None" = None,
     send: Callable[..., Any] | None = None,
+    home: Path | None = None,
 ) -> Sandbox:
     """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
 
     Local mode runs in ``workspace`` (default: the user's home directory, where the
-    reference runtime ran). Remote mode uses ``client`` or builds one from
+    reference runtime ran). Given the agent's ``home``, local commands are confined by
+    the kernel so they cannot reach it (``automaton_min.confine``); the running agent
+    always passes it. Remote mode uses ``client`` or builds one from
     ``conwayApiUrl``/``conwayApiKey`` (and ``send``, the HTTP call to use).
     """
     sandbox_id = config.get("sandboxId")
     if is_local_sandbox_id(sandbox_id):
+        local_root = Path(workspace) if workspace is not None else Path.home()
+        if home is not None:
+            from automaton_min.confine.client import local_sandbox
+
+            return local_sandbox(Path(home), local_root, config)
         from automaton_min.conway.local import LocalSandbox
 
-        return LocalSandbox(Path(workspace) if workspace is not None else Path.home())
+        return LocalSandbox(local_root)
     if client is None:
         from automaton_min.conway.client import DEFAULT_API_URL, ConwayClient
 

@@ -1,0 +1,86 @@
+"""A second line behind confinement: the wallet key never reaches the model, in any disguise.
+
+The confinement keeps commands away from the wallet; this scrubs what does come back
+anyway, before it is stored or sent. It looks for pieces of at least ``WINDOW``
+characters of:
+
+- the key in hex, in any case and with anything between the digits (spaces, colons,
+  dashes, newlines: ``' '.join(key)``, ``xxd``/``od`` dumps), forwards and reversed;
+- base64 of the key bytes and of the whole ``wallet.json``, at every alignment (so a
+  copy inside a larger base64 stream, such as ``tar | base64``, is found too), with
+  line breaks ignored, forwards and reversed.
+
+Each match is replaced, in the original text, from its first to its last character,
+by ``[redacted: wallet key material]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+WINDOW = 16  # 64 bits of a 256-bit key: a shorter run is no help to a thief, and common text never matches by chance
+REDACTED = "[redacted: wallet key material]"
+_HEX = re.compile(r"[0-9a-fA-F]")
+_B64 = re.compile(r"[A-Za-z0-9+/_-]")
+
+
+def _windows(texts: list[str]) -> set[str]:
+    return {text[i:i + WINDOW] for text in texts for i in range(len(text) - WINDOW + 1)}
+
+
+def _b64_forms(data: bytes) -> list[str]:
+    """base64 of ``data`` starting at each of the three byte alignments, without the uncertain edge characters."""
+    forms = []
+    for shift in range(3):
+        encoded = base64.b64encode(data[shift:]).decode().rstrip("=")
+        forms.append(encoded[:-2] if len(encoded) > 2 else encoded)
+    forms += [f.replace("+", "-").replace("/", "_") for f in forms]  # URL-safe alphabet
+    return forms
+
+
+class KeyGuard:
+    """Finds and redacts wallet key material in text. Built once from the key and the wallet file's bytes."""
+
+    def __init__(self, key: bytes, wallet_file: bytes = b"") -> None:
+        hex_key = key.hex()
+        self._hex = _windows([hex_key, hex_key[::-1]])
+        b64 = _b64_forms(key) + (_b64_forms(wallet_file) if wallet_file else [])
+        self._b64 = _windows(b64 + [form[::-1] for form in b64])
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every piece of key material replaced; unchanged (the same object) when there is none."""
+        spans = self._find(text, _HEX, self._hex, fold=True) + self._find(text, _B64, self._b64, fold=False)
+        if not spans:
+            return text
+        spans.sort()
+        merged = [list(spans[0])]
+        for start, end in spans[1:]:
+            if start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        pieces, cursor = [], 0
+        for start, end in merged:
+            pieces += [text[cursor:start], REDACTED]
+            cursor = end
+        pieces.append(text[cursor:])
+        return "".join(pieces)
+
+    def leaks(self, text: str) -> bool:
+        return self.scrub(text) is not text
+
+    @staticmethod
+    def _find(text: str, alphabet: re.Pattern, windows: set[str], *, fold: bool) -> list[tuple[int, int]]:
+        """Spans of ``text`` whose characters of ``alphabet``, read with everything else skipped, match a window."""
+        positions = [m.start() for m in alphabet.finditer(text)]
+        if len(positions) < WINDOW:
+            return []
+        squeezed = "".join(text[p] for p in positions)
+        if fold:
+            squeezed = squeezed.lower()
+        spans = []
+        for i in range(len(squeezed) - WINDOW + 1):
+            if squeezed[i:i + WINDOW] in windows:
+                spans.append((positions[i], positions[i + WINDOW - 1] + 1))
+        return spans

@@ -1,0 +1,212 @@
+"""The daemon's side of confinement: start the spawner, choose the method, and use it as the local sandbox.
+
+``local_sandbox(home, workspace, config)`` is what local mode uses. It tries the methods
+in order (``execConfinement``: ``auto`` means Landlock, then the namespace fallback) and
+returns a ``ConfinedSandbox``; when none works, commands are refused
+(``RefusingSandbox``) unless ``automaton.json`` says ``"unconfinedExec": true``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from automaton_min.confine.namespace import protect_daemon
+from automaton_min.confine.plan import make_plan
+from automaton_min.confine.wire import ChannelClosed, receive, send
+from automaton_min.conway.local import ENV_PASSTHROUGH, LocalSandbox, resolve_in
+from automaton_min.conway.sandbox import ExecResult, PortInfo
+from automaton_min.errors import RuntimeFailure
+from automaton_min.observe.log import get_logger
+
+log = get_logger(__name__)
+
+METHODS = {"auto": ("landlock", "namespace"), "landlock": ("landlock",), "namespace": ("namespace",)}
+START_TIMEOUT_S = 30.0
+REPLY_SLACK_S = 15.0  # beyond a command's own timeout, for the spawner to end its group and answer
+SPAWNER_FLAG = "__confined-spawner__"  # a frozen binary's hidden entry point (cli/main.py)
+UNCONFINED_FIX = 'set "unconfinedExec": true in automaton.json to run them unconfined (not recommended)'
+
+
+class ConfinementUnavailable(RuntimeFailure):
+    """No confinement method worked on this machine."""
+
+
+def spawner_argv(fd: int) -> list[str]:
+    """How to start the spawner: a frozen binary runs itself with a hidden flag, otherwise ``python -I -m``."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, SPAWNER_FLAG, str(fd)]
+    return [sys.executable, "-I", "-m", "automaton_min.confine.spawner", str(fd)]
+
+
+def spawner_env() -> dict[str, str]:
+    """A bare environment: no keys, no AUTOMATON_*; PyInstaller's own variables so a one-file binary reuses its
+    unpacked bundle instead of unpacking again."""
+    env = {name: os.environ[name] for name in ENV_PASSTHROUGH if os.environ.get(name)}
+    env["PATH"] = os.environ.get("PATH") or os.defpath
+    env.update({k: v for k, v in os.environ.items() if k.startswith("_PYI_") or k == "_MEIPASS2"})
+    return env
+
+
+class ConfinedSandbox:
+    """Runs commands and file operations in the confined spawner. Same interface as ``LocalSandbox``."""
+
+    is_local = True
+
+    def __init__(self, home: Path, workspace: Path, method: str, *, max_output_bytes: int = 64 * 1024) -> None:
+        self.home = Path(home)
+        self.workspace = Path(workspace).expanduser().absolute()
+        self.method = method
+        self.max_output_bytes = max_output_bytes
+        self.report: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._tmp: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"ConfinedSandbox({str(self.workspace)!r}, {self.describe()!r})"
+
+    def describe(self) -> str:
+        """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
+        if self.report.get("method") == "landlock":
+            scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else ""
+            return f"landlock (ABI {self.report.get('abi')}{scoped})"
+        return self.report.get("method", self.method)
+
+    # ------------------------------------------------------------------ the spawner process
+
+    def start(self) -> "ConfinedSandbox":
+        """Start the spawner and wait until it has confined itself; raises ``ConfinementUnavailable`` if it cannot."""
+        self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._tmp = Path(tempfile.mkdtemp(prefix="automaton-exec-"))
+        plan = make_plan(self.home, self.workspace, self._tmp)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._proc = subprocess.Popen(
+                spawner_argv(theirs.fileno()), pass_fds=(theirs.fileno(),), env=spawner_env(), cwd="/",
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+        finally:
+            theirs.close()
+        self._sock = ours
+        ours.settimeout(START_TIMEOUT_S)
+        try:
+            send(ours, {"plan": plan.as_args(), "method": self.method, "max_output_bytes": self.max_output_bytes})
+            report = receive(ours)
+        except (OSError, ValueError) as exc:
+            report = {"ok": False, "error": f"the spawner did not start: {exc}"}
+        if not report.get("ok"):
+            self.close()
+            raise ConfinementUnavailable(f"{self.method} confinement failed: {report.get('error')}")
+        self.report = report
+        return self
+
+    def close(self) -> None:
+        """Stop the spawner (closing the channel ends it) and remove the private temp dir."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    @property
+    def spawner_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _call(self, request: dict, wait_s: float) -> dict:
+        with self._lock:
+            if self._sock is None or (self._proc is not None and self._proc.poll() is not None):
+                self.close()
+                self.start()  # the spawner died between requests: a new one, confined the same way
+            assert self._sock is not None
+            self._sock.settimeout(wait_s)
+            try:
+                send(self._sock, request)
+                reply = receive(self._sock)
+            except (OSError, ChannelClosed, ValueError) as exc:
+                self.close()
+                raise RuntimeFailure(f"the confined spawner stopped answering ({exc}); it is restarted on the next call") from None
+        if not reply.get("ok"):
+            code = int(reply.get("errno") or 5)
+            raise (FileNotFoundError if code == 2 else PermissionError if code in (1, 13) else OSError)(code, reply.get("error"))
+        return reply
+
+    # ------------------------------------------------------------------ the sandbox interface
+
+    def exec(self, command: str, timeout_s: float | None = None) -> ExecResult:
+        timeout = 30.0 if timeout_s is None else float(timeout_s)
+        if timeout <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        reply = self._call({"op": "exec", "command": command, "timeout_s": timeout}, timeout + REPLY_SLACK_S)
+        return ExecResult(reply["stdout"], reply["stderr"], reply["exit_code"], reply["timed_out"], reply["truncated"])
+
+    def resolve(self, path: str) -> Path:
+        return resolve_in(self.workspace, path)
+
+    def read_file(self, path: str) -> str:
+        return self._call({"op": "read_file", "path": path}, START_TIMEOUT_S)["content"]
+
+    def write_file(self, path: str, content: str) -> None:
+        self._call({"op": "write_file", "path": path, "content": content}, START_TIMEOUT_S)
+
+    def expose_port(self, port: int) -> PortInfo:
+        return PortInfo(int(port), f"http://localhost:{int(port)}")
+
+    def remove_port(self, port: int) -> None:
+        return None
+
+
+class RefusingSandbox(LocalSandbox):
+    """Local mode on a machine with no working confinement: files as usual, commands refused."""
+
+    def __init__(self, workspace: Path, why: str) -> None:
+        super().__init__(workspace)
+        self.why = why
+
+    def describe(self) -> str:
+        return "none: local commands refused"
+
+    def exec(self, command: str, timeout_s: float | None = None) -> ExecResult:
+        raise RuntimeFailure(f"local commands are refused: {self.why}; {UNCONFINED_FIX}")
+
+
+class UnconfinedSandbox(LocalSandbox):
+    """``"unconfinedExec": true`` on a machine with no working confinement: the user chose this."""
+
+    def describe(self) -> str:
+        return "none (unconfinedExec is set)"
+
+
+def local_sandbox(home: Path, workspace: Path, config: Any) -> ConfinedSandbox | LocalSandbox:
+    """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed) bare."""
+    protect_daemon()  # before any command exists: no core files, and /proc/<pid> needs a capability commands lack
+    failures = []
+    for method in METHODS[config.get("execConfinement") or "auto"]:
+        try:
+            sandbox = ConfinedSandbox(home, workspace, method).start()
+        except ConfinementUnavailable as exc:
+            failures.append(str(exc))
+            continue
+        log.info("local commands are confined", extra={"confinement": sandbox.describe()})
+        return sandbox
+    why = "; ".join(failures) or "no confinement method"
+    if config.get("unconfinedExec"):
+        log.warning("local commands run UNCONFINED (unconfinedExec is set)", extra={"why": why})
+        return UnconfinedSandbox(workspace)
+    log.error("local commands are refused: no confinement works here", extra={"why": why})
+    return RefusingSandbox(workspace, why)

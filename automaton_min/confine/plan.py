@@ -1,0 +1,81 @@
+"""What a confined command may touch: the one list both confinement methods enforce.
+
+Read-write: the workspace and a private temp directory, nothing else.
+Read and execute: the system trees (``/usr``, ``/bin``, ``/sbin``, ``/lib``, ``/lib32``,
+``/lib64``, ``/libx32``, ``/etc``, ``/opt``), the running interpreter's prefixes
+(a virtualenv, pyenv, a PyInstaller bundle) and the directories on ``PATH``, so the
+tools the agent is told it has still run; ``/proc`` and ``/sys`` read-only (Landlock's
+ptrace scoping keeps the daemon's ``/proc/<pid>/environ``, ``mem`` and ``fd`` closed);
+the character devices ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random``,
+``/dev/urandom`` and ``/dev/tty``; and the files ``/etc/resolv.conf``, ``/etc/localtime`` and
+``/etc/hosts`` point to when they are links out of ``/etc`` (name resolution and time zones work). A read-only path that holds the agent's home, or
+lies inside it, is dropped: the home (wallet, config, API keys, database, heartbeat
+files) is never readable, whatever ``PATH`` says.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+KERNEL_VIEWS = ("/proc", "/sys")
+LINKED_FILES = ("/etc/resolv.conf", "/etc/localtime", "/etc/hosts")  # often links into /run or /var
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+def _overlaps(path: Path, home: Path) -> bool:
+    return path == home or path in home.parents or home in path.parents
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The paths one confinement grants, already resolved (symlinks followed) and checked against the home."""
+
+    home: Path
+    workspace: Path
+    tmp: Path
+    read_only: tuple[Path, ...]
+    devices: tuple[Path, ...] = field(default=tuple(Path(d) for d in DEVICES))
+    dropped: tuple[Path, ...] = field(default=())
+
+    def as_args(self) -> dict[str, object]:
+        """A JSON-able form, to hand the plan to the spawner process."""
+        return {"home": str(self.home), "workspace": str(self.workspace), "tmp": str(self.tmp),
+                "read_only": [str(p) for p in self.read_only], "devices": [str(p) for p in self.devices]}
+
+    @classmethod
+    def from_args(cls, args: dict) -> "Plan":
+        return cls(Path(args["home"]), Path(args["workspace"]), Path(args["tmp"]),
+                   tuple(Path(p) for p in args["read_only"]), tuple(Path(p) for p in args["devices"]))
+
+
+def interpreter_prefixes() -> list[str]:
+    """Where the running Python's files are: its prefixes, or the bundle a frozen binary unpacked itself into."""
+    prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle:
+        prefixes.append(bundle)
+    return prefixes
+
+
+def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = None) -> Plan:
+    """The plan for an agent whose home is ``home``: workspace and ``tmp`` writable, the rest as the module says."""
+    home = Path(os.path.realpath(home))
+    candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *(path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(":"), *KERNEL_VIEWS,
+                  *(os.path.realpath(f) for f in LINKED_FILES)]
+    kept: list[Path] = []
+    dropped: list[Path] = []
+    for raw in candidates:
+        if not raw or not os.path.isabs(raw) or not os.path.exists(raw):
+            continue
+        path = Path(os.path.realpath(raw))
+        if _overlaps(path, home):
+            dropped.append(path)
+        elif path not in kept and not any(parent in kept for parent in path.parents):
+            kept.append(path)
+    kept = [p for p in kept if not any(parent in kept for parent in p.parents)]
+    return Plan(home, Path(os.path.realpath(workspace)), Path(os.path.realpath(tmp)), tuple(kept),
+                tuple(Path(d) for d in DEVICES if os.path.exists(d)), tuple(dropped))

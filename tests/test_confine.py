@@ -1,0 +1,221 @@
+"""Kernel confinement of local commands: the plan, the spawner under Landlock and under the namespace fallback,
+the refusal where neither works, and the key scrubber behind them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from automaton_min.agent.key_guard import REDACTED, KeyGuard
+from automaton_min.confine import client as confine_client
+from automaton_min.confine.client import ConfinedSandbox, ConfinementUnavailable, RefusingSandbox, UnconfinedSandbox, local_sandbox
+from automaton_min.confine.landlock import abi_version
+from automaton_min.confine.plan import make_plan
+from automaton_min.errors import RuntimeFailure
+
+needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock (needs Linux >= 5.13 with landlock enabled)")
+
+
+@pytest.fixture
+def agent_home(tmp_path: Path) -> Path:
+    """The production layout: secrets in the home, the workspace inside it."""
+    home = tmp_path / "automaton-home"
+    (home / "workspace").mkdir(parents=True)
+    (home / "wallet.json").write_text('{"privateKey": "0x' + "ab" * 32 + '"}')
+    (home / "automaton.json").write_text('{"openaiApiKey": "sk-secret-canary"}')
+    return home
+
+
+def start(home: Path, method: str) -> ConfinedSandbox:
+    try:
+        return ConfinedSandbox(home, home / "workspace", method).start()
+    except ConfinementUnavailable as exc:
+        if method == "namespace":
+            pytest.skip(f"unprivileged user namespaces are not available here: {exc}")
+        raise
+
+
+@pytest.fixture(params=[pytest.param("landlock", marks=needs_landlock), "namespace"])
+def confined(request, agent_home: Path):
+    sandbox = start(agent_home, request.param)
+    yield sandbox
+    sandbox.close()
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def test_the_plan_never_grants_the_home_or_anything_holding_it(tmp_path: Path) -> None:
+    home = tmp_path / "home" / ".automaton"
+    (home / "bin").mkdir(parents=True)
+    plan = make_plan(home, home / "workspace", tmp_path / "t", path_env=f"{home / 'bin'}:{tmp_path}:/usr/bin")
+    assert Path(os.path.realpath(home / "bin")) in plan.dropped and Path(os.path.realpath(tmp_path)) in plan.dropped
+    for granted in plan.read_only:
+        assert not (granted == plan.home or granted in plan.home.parents or plan.home in granted.parents)
+    assert Path("/usr") in plan.read_only
+
+
+# --------------------------------------------------------------------------- both methods
+
+
+def test_commands_work_in_the_workspace_and_the_private_temp_dir(confined: ConfinedSandbox) -> None:
+    result = confined.exec('echo made > note.txt && cat note.txt && echo t > "$TMPDIR/t" && cat "$TMPDIR/t" && python3 -c "print(6*7)"', 20)
+    assert (result.exit_code, result.stdout.split()) == (0, ["made", "t", "42"]), result.stderr
+    assert (confined.workspace / "note.txt").read_text() == "made\n"
+    confined.write_file("sub/plan.md", "1. earn\n")
+    assert confined.read_file("sub/plan.md") == "1. earn\n"
+
+
+@pytest.mark.parametrize("command", [
+    "cat ../wallet.json", "cat {home}/automaton.json", "cd .. && cat wallet.json", "ln -s ../wallet.json w && cat w",
+    "python3 -c \"print(open('../wal'+'let.json').read())\"", "cp ../wallet.json x && cat x", "grep -r sk- {home}",
+])
+def test_the_home_is_out_of_reach(confined: ConfinedSandbox, agent_home: Path, command: str) -> None:
+    result = confined.exec(command.replace("{home}", str(agent_home)), 20)
+    assert result.exit_code != 0
+    assert "ab" * 16 not in result.stdout + result.stderr and "sk-secret-canary" not in result.stdout + result.stderr
+
+
+def test_file_operations_are_confined_too(confined: ConfinedSandbox, agent_home: Path) -> None:
+    with pytest.raises(OSError):
+        confined.read_file(str(agent_home / "wallet.json"))
+    try:  # Landlock refuses; under the namespace the write lands in the empty tmpfs that covers the home
+        confined.write_file(str(agent_home / "automaton.json"), "{}")
+    except PermissionError:
+        pass
+    assert "sk-secret-canary" in (agent_home / "automaton.json").read_text()
+
+
+def test_the_daemons_environment_is_out_of_reach(confined: ConfinedSandbox) -> None:
+    """``/proc/<daemon>/environ``: this test process plays the daemon; its environment block is read whole."""
+    result = confined.exec(f"cat /proc/{os.getpid()}/environ", 20)
+    assert result.exit_code != 0 and result.stdout == ""
+
+
+def test_a_spawner_that_died_is_replaced_confined_the_same_way(confined: ConfinedSandbox, agent_home: Path) -> None:
+    first = confined.spawner_pid
+    os.kill(first, signal.SIGKILL)
+    confined._proc.wait(timeout=10)  # dead between two requests (one that dies mid-request is an error, not rerun)
+    result = confined.exec("cat ../wallet.json; echo still-here", 20)
+    assert confined.spawner_pid != first and result.stdout.strip() == "still-here"
+
+
+# --------------------------------------------------------------------------- Landlock only
+
+
+@needs_landlock
+def test_landlock_reports_its_abi_and_scopes_signals(agent_home: Path) -> None:
+    sandbox = start(agent_home, "landlock")
+    try:
+        assert sandbox.describe().startswith(f"landlock (ABI {abi_version()}")
+        own = sandbox.exec(f"kill -0 {os.getpid()} && echo signalled", 20)
+        if abi_version() >= 6:
+            assert "signalled" not in own.stdout and own.exit_code != 0
+        outside = sandbox.exec("echo x > /tmp/automaton-confine-probe", 20)
+        assert outside.exit_code != 0 and not Path("/tmp/automaton-confine-probe").exists()
+        hard = sandbox.exec("ln ../wallet.json hard", 20)
+        assert hard.exit_code != 0 and not (agent_home / "workspace" / "hard").exists()
+    finally:
+        sandbox.close()
+
+
+@needs_landlock
+def test_commands_run_without_capabilities(agent_home: Path) -> None:
+    sandbox = start(agent_home, "landlock")
+    try:
+        status = sandbox.exec("grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status", 20).stdout.split()
+        assert status == ["CapPrm:", "0" * 16, "CapEff:", "0" * 16, "CapBnd:", "0" * 16]
+    finally:
+        sandbox.close()
+
+
+def test_namespace_hides_the_home_but_keeps_the_workspace(agent_home: Path) -> None:
+    sandbox = start(agent_home, "namespace")
+    try:
+        listing = sandbox.exec(f"ls -a {agent_home}", 20)
+        assert listing.stdout.split() == [".", "..", "workspace"]
+    finally:
+        sandbox.close()
+
+
+# --------------------------------------------------------------------------- where nothing works
+
+
+def test_without_any_confinement_local_commands_are_refused(agent_home: Path, monkeypatch) -> None:
+    def unavailable(self):
+        raise ConfinementUnavailable(f"{self.method} confinement failed: not on this kernel")
+
+    monkeypatch.setattr(ConfinedSandbox, "start", unavailable)
+    refused = local_sandbox(agent_home, agent_home / "workspace", {})
+    assert isinstance(refused, RefusingSandbox) and refused.describe() == "none: local commands refused"
+    with pytest.raises(RuntimeFailure, match="unconfinedExec"):
+        refused.exec("echo hi")
+    allowed = local_sandbox(agent_home, agent_home / "workspace", {"unconfinedExec": True})
+    assert isinstance(allowed, UnconfinedSandbox) and allowed.exec("echo hi").stdout == "hi\n"
+
+
+def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, monkeypatch) -> None:
+    real_start = ConfinedSandbox.start
+
+    def no_landlock(self):
+        if self.method == "landlock":
+            raise ConfinementUnavailable("landlock confinement failed: this kernel has no Landlock")
+        return real_start(self)
+
+    monkeypatch.setattr(ConfinedSandbox, "start", no_landlock)
+    sandbox = local_sandbox(agent_home, agent_home / "workspace", {})
+    try:
+        if isinstance(sandbox, RefusingSandbox):
+            pytest.skip("unprivileged user namespaces are not available here")
+        assert sandbox.describe() == "namespace"
+    finally:
+        sandbox.close()
+
+
+def test_the_spawner_gets_a_bare_environment(monkeypatch) -> None:
+    monkeypatch.setenv("CONWAY_API_KEY", "cnwy_k_secret")
+    monkeypatch.setenv("_PYI_APPLICATION_HOME_DIR", "/tmp/_MEIabc")
+    env = confine_client.spawner_env()
+    assert "CONWAY_API_KEY" not in env and env["_PYI_APPLICATION_HOME_DIR"] == "/tmp/_MEIabc"
+
+
+# --------------------------------------------------------------------------- the scrubber behind it
+
+
+def guard_and_key() -> tuple[KeyGuard, bytes, bytes]:
+    key = bytes(range(1, 33))
+    wallet = json.dumps({"chainType": "evm", "privateKey": "0x" + key.hex(), "createdAt": "2026-11-22T10:15:30.250Z"}).encode()
+    return KeyGuard(key, wallet), key, wallet
+
+
+@pytest.mark.parametrize("disguise", [
+    lambda k, w: "0x" + k.hex(),
+    lambda k, w: k.hex().upper(),
+    lambda k, w: " ".join("0x" + k.hex()),
+    lambda k, w: ":".join(f"{b:02x}" for b in k),
+    lambda k, w: "\n".join(k.hex()[i:i + 8] for i in range(0, 64, 8)),
+    lambda k, w: k.hex()[::-1],
+    lambda k, w: k.hex()[10:40],
+    lambda k, w: base64.b64encode(k).decode(),
+    lambda k, w: base64.b64encode(w).decode(),
+    lambda k, w: base64.b64encode(b"tar-header" + w).decode(),
+    lambda k, w: "\n".join(base64.b64encode(w).decode()[i:i + 76] for i in range(0, 400, 76)),
+    lambda k, w: base64.urlsafe_b64encode(w).decode(),
+    lambda k, w: base64.b64encode(w).decode()[::-1],
+])
+def test_key_material_is_redacted_in_any_disguise(disguise) -> None:
+    guard, key, wallet = guard_and_key()
+    text = "exit_code: 0\nstdout:\n" + disguise(key, wallet) + "\nstderr: (empty)"
+    scrubbed = guard.scrub(text)
+    assert REDACTED in scrubbed and key.hex() not in scrubbed.lower() and scrubbed.startswith("exit_code: 0")
+
+
+def test_ordinary_output_passes_untouched() -> None:
+    guard, _, _ = guard_and_key()
+    text = "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\n" + base64.b64encode(os.urandom(300)).decode()
+    assert guard.scrub(text) is text
