@@ -198,6 +198,9 @@ RULES: dict[str, Rule] = {
     "modelStrategy.perCallCeilingCents": _CENTS,
     "modelStrategy.enableModelFallback": _boolean,
     "modelStrategy.anthropicApiVersion": _text(100, required=True),
+    "modelStrategy.contextWindow": _integer(0, 100_000_000),  # 0: ask the server, else the registry
+    "modelStrategy.inputCostPer1k": _integer(0, 10**9),  # models the registry does not know; 1/100 cent per 1k tokens
+    "modelStrategy.outputCostPer1k": _integer(0, 10**9),
     "soulConfig.soulAlignmentThreshold": _number(0, 1),
     "soulConfig.requireCreatorApprovalForPurposeChange": _boolean,
     "soulConfig.enableSoulReflection": _boolean,

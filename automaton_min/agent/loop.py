@@ -26,8 +26,8 @@ from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
-from automaton_min.inference.router import BudgetDenied, Router
-from automaton_min.inference.types import InferenceError, Message
+from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, prompt_tokens
+from automaton_min.inference.types import ContextTooLong, InferenceError, Message
 from automaton_min.observe.log import get_logger, scrub
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
@@ -174,7 +174,6 @@ class AgentLoop:
         tier, low_compute = self.hooks.survive(reading, now_ms)
         loop_state = LoopState(low_compute=low_compute)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
-        budget = route.context_budget if not isinstance(route, BudgetDenied) else 4000
         parts = self.hooks.prompt_parts()
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
@@ -182,10 +181,8 @@ class AgentLoop:
                                constitution=parts.get("constitution"), creator_message=parts.get("creator_message"),
                                first_run=first_run, clean=self.hooks.clean_instruction)
         message, source, authority = pending if pending else (None, None, "agent")
-        context = build_messages(prompt, recent_turns(self.db, RECENT_TURNS), message, budget_tokens=budget)
-
-        routed = route if isinstance(route, BudgetDenied) else self.router.route(
-            context, tier=tier, turn_id=turn_id, tools=self.tools.schemas(), planned=route)
+        turns = recent_turns(self.db, RECENT_TURNS)
+        routed = route if isinstance(route, BudgetDenied) else self._infer(route, prompt, turns, message, tier, turn_id)
         if isinstance(routed, BudgetDenied):
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
@@ -229,6 +226,21 @@ class AgentLoop:
             sleep_reason=sleep[1] if sleep else "",
             had_input=message is not None,
         )
+
+    def _infer(self, route: Route, prompt: str, turns: list[StoredTurn], message: Message | None, tier: str,
+               turn_id: str) -> RoutedResult | BudgetDenied:
+        """Build the context within the route's budget (less the tool schemas) and call the model. When the
+        server says the prompt is too long, the router shrinks that model's budget (for good) and this turn
+        retries once with the smaller context."""
+        tools = self.tools.schemas()
+        schema_tokens = prompt_tokens((), tools)
+        context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
+        try:
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route)
+        except ContextTooLong as exc:
+            route = self.router.shrink_context(route, exc, context, tools)
+            context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route)
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
         """The turn, its tool calls and the inbox acknowledgements: all or nothing."""

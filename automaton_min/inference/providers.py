@@ -22,9 +22,11 @@ from automaton_min.inference.anthropic import AnthropicProvider
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.registry import ModelInfo
 from automaton_min.inference.types import ChatRequest, ChatResult, ModelUnusable
-from automaton_min.net.http import Response
+from automaton_min.net.http import NetworkError, Response, request as plain_request
+from automaton_min.observe.log import get_logger
 
 Send = Callable[..., Response]
+log = get_logger(__name__)
 OPENAI_API = "https://api.openai.com"
 
 
@@ -47,10 +49,13 @@ def resilient_send(service: str) -> Send:
 class Providers:
     """Resolves models to providers (built once each) and serves as the router's ``chat`` hook."""
 
-    def __init__(self, config: Mapping[str, Any], send_for: Callable[[str], Send] = resilient_send) -> None:
+    def __init__(self, config: Mapping[str, Any], send_for: Callable[[str], Send] = resilient_send, *,
+                 probe: Send = plain_request) -> None:
         self.config = config
         self.send_for = send_for
+        self.probe = probe  # one plain attempt for the context-window questions, no retries
         self._built: dict[str, Provider] = {}
+        self._windows: dict[str, int | None] = {}
 
     def __call__(self, model: ModelInfo, request: ChatRequest) -> ChatResult:
         return self.provider_for(model).chat(request)
@@ -60,6 +65,34 @@ class Providers:
         if kind not in self._built:
             self._built[kind] = self._build(kind)
         return self._built[kind]
+
+    def context_window(self, model: ModelInfo) -> int | None:
+        """The context a local server gives ``model`` (llama.cpp ``/props``, else Ollama ``/api/show``), or None
+        when it is not a local server or it does not say. Answers are remembered; an unreachable server is
+        asked again next time."""
+        from automaton_min.inference.server_limits import llamacpp_context, ollama_context
+
+        if model.model_id in self._windows:
+            return self._windows[model.model_id]
+        try:
+            kind = self.kind_for(model)
+        except ModelUnusable:
+            return None  # the call itself will say so, with the fix
+        base = self.config.get("ollamaBaseUrl" if kind == "ollama" else "openaiBaseUrl")
+        try:
+            if kind == "ollama":
+                window = ollama_context(base, model.model_id, self.probe)
+            elif kind == "compatible":  # llama.cpp, or Ollama's /v1 given as openaiBaseUrl
+                window = llamacpp_context(base, self.probe) or ollama_context(base, model.model_id, self.probe)
+            else:
+                window = None
+        except NetworkError as exc:
+            log.info("could not ask the model server for its context size", extra={"model": model.model_id, "error": str(exc)})
+            return None
+        self._windows[model.model_id] = window
+        if window:
+            log.info("context size from the model server", extra={"model": model.model_id, "context_tokens": window})
+        return window
 
     def kind_for(self, model: ModelInfo) -> str:
         """``ollama``, ``anthropic``, ``compatible``, ``openai`` or ``conway`` (the rules in the module doc)."""

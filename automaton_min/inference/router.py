@@ -5,6 +5,13 @@
   tiers; when a choice is disabled in the registry, the cheapest enabled model the
   tier may use stands in. The dead tier gets no inference.
 - Lower tiers also get fewer output tokens and a smaller context budget (low-compute mode).
+- The context window: ``modelStrategy.contextWindow`` when set, else what the local server serving the model
+  says (``describe``: llama.cpp ``/props``, Ollama ``/api/show``), else the registry's. A model the registry
+  does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0: right for a local
+  server, which costs nothing; a paid provider without a configured price is logged once). The output limit
+  is at most a quarter of a small window, so the prompt keeps room.
+- When a server refuses a prompt as too long (``ContextTooLong``), ``shrink_context`` gives a smaller budget
+  for that model, from the server's own numbers when it sent them; it is remembered for later turns.
 - Budgets are checked before the call against a worst-case estimate (input ~ characters/4,
   output = the token limit): the per-call ceiling, the hourly and session budgets
   (``modelStrategy``), and the treasury's daily inference budget. A denial is a
@@ -17,7 +24,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import orjson
@@ -25,7 +32,7 @@ import orjson
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
-from automaton_min.inference.types import ChatRequest, ChatResult, Message, ToolSchema
+from automaton_min.inference.types import ChatRequest, ChatResult, ContextTooLong, Message, ToolSchema
 from automaton_min.observe.log import get_logger
 from automaton_min.tiers import TIER_RANK
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
@@ -49,7 +56,12 @@ MAX_TOKENS: dict[str, dict[str, int | None]] = {
 # Tokens of context (system prompt, memory, recent turns) the context builder may use per tier.
 CONTEXT_BUDGET = {"high": 100_000, "normal": 100_000, "low_compute": 40_000, "critical": 16_000, "dead": 0}
 
+# Local servers: they cost nothing, and they can say how much context they give.
+LOCAL_PROVIDERS = frozenset({"openai-compatible", "ollama"})
+MIN_OUTPUT_TOKENS = 256
+
 Chat = Callable[[ModelInfo, ChatRequest], ChatResult]
+Describe = Callable[[ModelInfo], "int | None"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,12 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
+def prompt_tokens(messages: tuple[Message, ...], tools: tuple[ToolSchema, ...] = ()) -> int:
+    """The estimated size of a prompt: its messages and the tool schemas offered with them."""
+    text = "".join(m.content for m in messages) + orjson.dumps([t.__dict__ for t in tools]).decode()
+    return estimate_tokens(text)
+
+
 def cost_cents(model: ModelInfo, input_tokens: int, output_tokens: int) -> int:
     """Integer cents (rounded up) for the tokens at the model's price (hundredths of a cent per 1k tokens)."""
     units = input_tokens * model.cost_per_1k_input + output_tokens * model.cost_per_1k_output
@@ -97,7 +115,8 @@ class Router:
     """Routes chat requests for one session (``session_id``) of the runtime."""
 
     def __init__(self, db: "Database", registry: ModelRegistry, config: Mapping[str, Any], chat: Chat, *,
-                 session_id: str, now: Clock = system_now, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 session_id: str, now: Clock = system_now, monotonic: Callable[[], float] = time.monotonic,
+                 describe: Describe | None = None) -> None:
         self.db = db
         self.registry = registry
         self.config = config
@@ -106,6 +125,10 @@ class Router:
         self.now = now
         self.monotonic = monotonic
         self.spend = SpendTracker(db, now)
+        self.describe = describe
+        self._context_caps: dict[str, int] = {}  # model id -> budget after a context overflow
+        self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow
+        self._price_warned: set[str] = set()
 
     # -- choosing ------------------------------------------------------------------------------
 
@@ -121,9 +144,41 @@ class Router:
             return BudgetDenied("model", f"no enabled model is allowed at the {tier} tier")
         if task_type == "agent_turn":  # both settings are caps; honour the smaller
             limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit), int(self._strategy("maxTokensPerTurn", limit)))
-        limit = min(limit, model.max_tokens)
-        budget = min(CONTEXT_BUDGET[tier], max(model.context_window - limit, 0))
-        return Route(model, limit, budget, tier, task_type)
+        window = self._window(model)
+        limit = min(limit, model.max_tokens, max(window // 4, MIN_OUTPUT_TOKENS))
+        budget = min(CONTEXT_BUDGET[tier], max(window - limit, 0), self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
+        return Route(replace(model, context_window=window), limit, budget, tier, task_type)
+
+    def _window(self, model: ModelInfo) -> int:
+        configured = int(self._strategy("contextWindow", 0) or 0)
+        if configured > 0:
+            return configured
+        window = (self.describe(model) if self.describe is not None else None) or model.context_window
+        return min(window, self._server_windows.get(model.model_id, window))
+
+    def shrink_context(self, route: Route, error: ContextTooLong, sent: tuple[Message, ...],
+                       tools: tuple[ToolSchema, ...] = ()) -> Route:
+        """A smaller route for ``route``'s model after the server refused ``sent`` as too long; remembered.
+
+        With the server's counts (prompt and window) the prompt is scaled to 90% of what fits next to the
+        output limit; with the window only, to the window less the output limit; with neither, halved. Either
+        way it ends at most 90% of what was sent."""
+        model_id, max_tokens = route.model.model_id, route.max_tokens
+        sent_tokens = prompt_tokens(sent, tools)
+        reference = min(route.context_budget, sent_tokens)
+        if error.context_tokens:
+            self._server_windows[model_id] = min(error.context_tokens, self._server_windows.get(model_id, error.context_tokens))
+            max_tokens = min(max_tokens, max(error.context_tokens // 4, MIN_OUTPUT_TOKENS))
+            room = max(error.context_tokens - max_tokens, 0)
+            target = sent_tokens * room * 9 // (error.prompt_tokens * 10) if error.prompt_tokens else room
+        else:
+            target = reference // 2
+        budget = max(min(target, reference * 9 // 10), 0)
+        self._context_caps[model_id] = budget
+        log.warning("the model's context was too long; using less from now on",
+                    extra={"model": model_id, "sent_tokens": sent_tokens, "context_budget": budget,
+                           "server_prompt_tokens": error.prompt_tokens, "server_context_tokens": error.context_tokens})
+        return replace(route, max_tokens=max_tokens, context_budget=budget)
 
     def _strategy(self, key: str, default: Any) -> Any:
         strategy = self.config.get("modelStrategy") or {}
@@ -137,13 +192,22 @@ class Router:
                   "critical": self._strategy("criticalModel", "gpt-5-mini")}[tier]
         known = self.registry.get(wanted)
         if known is None:
-            # A model the registry has never heard of (a local llama.cpp model, say): the user chose it,
-            # so use it; with no price known its cost is recorded as zero.
-            return ModelInfo(wanted, self._provider_guess(), wanted)
+            # A model the registry has never heard of (a local llama.cpp model, say): the user chose it, so
+            # use it, at the configured price (default 0).
+            return self._unknown_model(wanted)
         if known.enabled and (known.free or TIER_RANK[known.tier_minimum] <= TIER_RANK[tier]):
             return known
         fallbacks = self.registry.available(tier)
         return fallbacks[0] if fallbacks else None
+
+    def _unknown_model(self, model_id: str) -> ModelInfo:
+        provider = self._provider_guess()
+        price_in, price_out = int(self._strategy("inputCostPer1k", 0)), int(self._strategy("outputCostPer1k", 0))
+        if provider not in LOCAL_PROVIDERS and not (price_in or price_out) and model_id not in self._price_warned:
+            self._price_warned.add(model_id)
+            log.warning("the price of this model is unknown; its calls are recorded as free (set "
+                        "modelStrategy.inputCostPer1k and outputCostPer1k)", extra={"model": model_id, "provider": provider})
+        return ModelInfo(model_id, provider, model_id, cost_per_1k_input=price_in, cost_per_1k_output=price_out)
 
     def _provider_guess(self) -> str:
         if self.config.get("openaiBaseUrl"):
@@ -185,8 +249,8 @@ class Router:
         route = planned or self.plan(tier, task_type, low_compute=low_compute)
         if isinstance(route, BudgetDenied):
             return route
-        prompt_text = "".join(m.content for m in messages) + orjson.dumps([t.__dict__ for t in tools]).decode()
-        estimate = cost_cents(route.model, estimate_tokens(prompt_text), route.max_tokens)
+        estimated_input = prompt_tokens(messages, tools)
+        estimate = cost_cents(route.model, estimated_input, route.max_tokens)
         denial = self.check_budget(route, estimate)
         if denial:
             log.info("inference denied by budget", extra={"limit": denial.limit, "estimate_cents": estimate})
@@ -198,7 +262,7 @@ class Router:
         latency_ms = int((self.monotonic() - started) * 1000)
 
         usage_estimated = result.usage.input_tokens is None or result.usage.output_tokens is None
-        input_tokens = result.usage.input_tokens if result.usage.input_tokens is not None else estimate_tokens(prompt_text)
+        input_tokens = result.usage.input_tokens if result.usage.input_tokens is not None else estimated_input
         output_tokens = result.usage.output_tokens if result.usage.output_tokens is not None else estimate_tokens(
             result.content + "".join(c.raw_arguments for c in result.tool_calls))
         cost = cost_cents(route.model, input_tokens, output_tokens)

@@ -220,7 +220,9 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
     registry.seed_baseline()
     if config.get("ollamaBaseUrl"):
         registry.discover_ollama(config.get("ollamaBaseUrl"))
-    router = Router(db, registry, config.values, Providers(config.values), session_id=new_ulid(now()), now=now)
+    providers = Providers(config.values)
+    router = Router(db, registry, config.values, providers, session_id=new_ulid(now()), now=now,
+                    describe=providers.context_window)
 
     conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
     workspace = home.root / "workspace"

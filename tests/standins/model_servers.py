@@ -38,6 +38,9 @@ answered in the next message; a final assistant message may not end with whitesp
 or text blocks; ``temperature`` in [0, 1]; ``tools`` ``{name, description?, input_schema:{type:"object"}}``;
 ``tool_choice`` only with tools.
 
+``OpenAIServer(props=...)`` also answers llama.cpp's ``GET /props``, and ``show={model: answer}`` Ollama's
+``POST /api/show``; without them those paths are 404.
+
 Answer builders: ``openai_answer(...)`` and ``anthropic_answer(...)``.
 """
 
@@ -103,7 +106,7 @@ class _ScriptedServer:
         self.requests: list[Recorded] = []
         self.rejections: list[str] = []
         self.prefix = prefix.rstrip("/")
-        self._server = LoopbackServer({("POST", re.escape(self.prefix + self.path)): self._handle})
+        self._server = LoopbackServer({("POST", re.escape(self.prefix + self.path)): self._handle, **self.extra_routes()})
 
     # ---- lifecycle
     def __enter__(self):
@@ -162,6 +165,10 @@ class _ScriptedServer:
     def check(self, recorded: Recorded) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def extra_routes(self) -> dict:
+        """More (method, path pattern) -> handler routes beside the endpoint (none by default)."""
+        return {}
+
 
 # --------------------------------------------------------------------------------------------- OpenAI
 
@@ -175,13 +182,37 @@ class OpenAIServer(_ScriptedServer):
     path = "/v1/chat/completions"
 
     def __init__(self, *, mode: str = "openai", api_key: str | None = None, auth_style: str = "bearer",
-                 prefix: str = "") -> None:
+                 prefix: str = "", props: dict | None = None, show: dict[str, dict] | None = None) -> None:
         if mode not in ("openai", "llamacpp", "ollama"):
             raise ValueError(mode)
         self.mode = mode
         self.api_key = api_key
         self.auth_style = auth_style
+        self.props = props
+        self.show = show
         super().__init__(prefix=prefix)
+
+    def extra_routes(self) -> dict:
+        """``props``: llama.cpp's ``GET /props`` answers it (public, no key). ``show``: Ollama's ``POST /api/show``
+        answers ``show[model]`` for ``{"model": name}`` (or the older ``{"name": name}``), 404 for a model it
+        lacks, 400 without a name. Without them those paths are 404, as on servers that lack them."""
+        routes = {}
+        if self.props is not None:
+            routes[("GET", re.escape(self.prefix + "/props"))] = lambda request: Reply(200, self.props)
+        if self.show is not None:
+            routes[("POST", re.escape(self.prefix + "/api/show"))] = self._show
+        return routes
+
+    def _show(self, request: Request) -> Reply:
+        try:
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError:
+            return Reply(400, {"error": "invalid JSON"})
+        name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
+        if not isinstance(name, str) or not name:
+            return Reply(400, {"error": "model is required"})
+        answer = (self.show or {}).get(name)
+        return Reply(200, answer) if answer is not None else Reply(404, {"error": f"model '{name}' not found"})
 
     def check(self, recorded: Recorded) -> None:
         if self.api_key is not None:

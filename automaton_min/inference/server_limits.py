@@ -1,0 +1,80 @@
+"""Asking a local model server how much context it gives a model.
+
+* llama.cpp: ``GET {root}/props`` (public, no key): ``default_generation_settings.n_ctx`` (the context of one
+  slot, which is what one request gets), or a top-level ``n_ctx`` in some builds.
+* Ollama: ``POST {root}/api/show`` with ``{"model": name}``: ``parameters`` (Modelfile text) may set
+  ``num_ctx N``; ``model_info["<architecture>.context_length"]`` is what the model was trained for. Ollama
+  runs a model with its own smaller default unless ``num_ctx`` (or ``OLLAMA_CONTEXT_LENGTH``) says otherwise
+  and silently cuts longer prompts, so without ``num_ctx`` the answer is the smaller of the trained length
+  and ``OLLAMA_DEFAULT_CONTEXT`` (Ollama's default on machines with little memory). A server started with
+  more can say so with ``modelStrategy.contextWindow``.
+
+``root`` is the base URL without ``/v1`` (and without a pasted ``/chat/completions``). Every function answers
+``None`` when the server does not say, and raises ``NetworkError`` when it could not be asked.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from automaton_min.net.http import HttpError, Response
+
+OLLAMA_DEFAULT_CONTEXT = 4096
+PROBE_TIMEOUT_S = 5.0
+
+Send = Callable[..., Response]
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+def server_root(base_url: str) -> str:
+    """``http://host:port[/prefix]`` from a base URL given with or without ``/v1`` or ``/v1/chat/completions``."""
+    url = base_url.strip().rstrip("/")
+    for suffix in ("/chat/completions", "/v1"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)].rstrip("/")
+    return url
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _json(response: Response) -> dict[str, Any] | None:
+    if not response.ok:
+        return None
+    try:
+        data = response.json()
+    except HttpError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def llamacpp_context(base_url: str, send: Send) -> int | None:
+    """The context one request gets on a llama.cpp server, from ``GET /props``."""
+    data = _json(send("GET", f"{server_root(base_url)}/props", timeout=PROBE_TIMEOUT_S))
+    if data is None:
+        return None
+    settings = data.get("default_generation_settings")
+    from_settings = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    return from_settings or _positive(data.get("n_ctx"))
+
+
+def ollama_context(base_url: str, model: str, send: Send) -> int | None:
+    """The context Ollama runs ``model`` with, from ``POST /api/show`` (rules in the module docstring)."""
+    data = _json(send("POST", f"{server_root(base_url)}/api/show", json={"model": model}, timeout=PROBE_TIMEOUT_S))
+    if data is None:
+        return None
+    parameters = data.get("parameters")
+    if isinstance(parameters, str):
+        match = _NUM_CTX.search(parameters)
+        if match and int(match.group(1)) > 0:
+            return int(match.group(1))
+    info = data.get("model_info")
+    if not isinstance(info, dict):
+        return None
+    architecture = info.get("general.architecture")
+    trained = _positive(info.get(f"{architecture}.context_length")) if isinstance(architecture, str) else None
+    if trained is None:
+        trained = next((_positive(v) for k, v in info.items() if k.endswith(".context_length") and _positive(v)), None)
+    return min(trained, OLLAMA_DEFAULT_CONTEXT) if trained else None
