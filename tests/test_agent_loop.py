@@ -49,6 +49,7 @@ def agent_for(cli, home, clock, model):
 
     yield make
     for agent in built:
+        agent.sandbox.close()
         agent.db.close()
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from automaton_min.agent.key_guard import KeyGuard
 from automaton_min.agent.loop import AgentLoop
 from automaton_min.agent.prompts import Identity
 from automaton_min.agent.states import read_agent_state, set_agent_state
@@ -20,6 +21,7 @@ from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.config import Config, db_path
 from automaton_min.errors import AutomatonError
+from automaton_min.conway.sandbox import Sandbox, sandbox_for
 from automaton_min.home import Home
 from automaton_min.ids import new_ulid
 from automaton_min.inference.providers import Providers
@@ -61,8 +63,9 @@ class RuntimeHooks:
     """The loop's collaborators, backed by the real stores, policy and injection defence."""
 
     def __init__(self, db: Database, config: Config, home: Home, *, now: Clock, finances: FinancialCache | None,
-                 policy: Any = None, topup: Any = None) -> None:
+                 policy: Any = None, topup: Any = None, key_guard: KeyGuard | None = None) -> None:
         self.db, self.config, self.home, self.now = db, config, home, now
+        self.key_guard = key_guard
         self.financial = finances
         self.policy = policy
         self.topup = topup
@@ -161,8 +164,11 @@ class RuntimeHooks:
         return None if decision.action == "allow" else f"{decision.reason_code}: {decision.message}"
 
     def clean_result(self, text: str, source: str, now_ms: int) -> str:
+        """Key material scrubbed first (a second line behind confinement), then the injection defence."""
         from automaton_min.agent.injection import sanitize
 
+        if self.key_guard is not None:
+            text = self.key_guard.scrub(text)
         return sanitize(text, source, "tool_result", now_ms=now_ms).content
 
     def clean_instruction(self, text: str) -> str:
@@ -191,6 +197,12 @@ class Agent:
     loop: AgentLoop
     hooks: RuntimeHooks
     db: Database
+    sandbox: Sandbox
+
+    @property
+    def confinement(self) -> str:
+        """Which confinement holds the agent's commands, in a few words."""
+        return self.sandbox.describe()
 
     def sleep_until(self) -> str | None:
         return get_value(self.db, "sleep_until")
@@ -198,6 +210,7 @@ class Agent:
     def close(self) -> None:
         if read_agent_state(self.db) in ("running", "waking", "low_compute", "critical"):
             set_agent_state(self.db, "sleeping", system_now(), reason="the runtime stopped")
+        self.sandbox.close()
         self.db.close()
 
 
@@ -207,7 +220,6 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
     from automaton_min.agent.policy.engine import PolicyEngine
     from automaton_min.agent.tools.builtin import builtin_tools
     from automaton_min.conway.client import ConwayClient
-    from automaton_min.conway.sandbox import sandbox_for
 
     wallet: Wallet = load_wallet(home.wallet_path)
     db = open_database(db_path(home, config), now=now)
@@ -226,7 +238,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
 
     conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
     workspace = home.root / "workspace"
-    sandbox = sandbox_for(config, workspace=workspace, client=conway)
+    sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root)
     node = rpc_url(config, BASE)
     read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)
     finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
@@ -241,12 +253,13 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
 
     policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
                           balance_cents=(lambda: finances.reading().credits_cents) if finances else None)
+    key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes())
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
-                         topup=inline_topup if conway else None)
+                         topup=inline_topup if conway else None, key_guard=key_guard)
     services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
                 "registry": registry, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services)
     set_value(db, "start_time", to_iso(now()), now())
     money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)
-    return Agent(loop, hooks, db)
+    return Agent(loop, hooks, db, sandbox)
