@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,7 @@ COMMANDS = {
     "setup": "automaton_min.cli.setup_cmd",
     "config": "automaton_min.cli.config_cmd",
     "status": "automaton_min.cli.status_cmd",
+    "logs": "automaton_min.cli.logs_cmd",
     "doctor": "automaton_min.cli.doctor_cmd",
     "wallet": "automaton_min.cli.wallet_cmd",
     "provision": "automaton_min.cli.provision_cmd",
@@ -54,6 +56,8 @@ class AutomatonGroup(click.Group):
             raise CommandFailed(str(exc), exc.exit_code) from None
         except apsw.Error as exc:
             raise CommandFailed(f"database error: {exc}; run: automaton-min doctor", EXIT_FAILURE) from None
+        except BrokenPipeError:
+            raise  # the reader went away (``status | head -1``): main() ends quietly
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
             raise CommandFailed(f"{exc.strerror or exc}{where}", EXIT_FAILURE) from None
@@ -81,4 +85,14 @@ def cli(ctx: click.Context, home: Path | None, log_level: str | None) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="automaton-min")
+    try:
+        cli(prog_name="automaton-min")
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
+def _quiet_broken_pipe() -> None:
+    """Exit without a message after the reader of stdout closed it; no flush at exit may fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_FAILURE)

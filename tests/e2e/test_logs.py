@@ -1,0 +1,130 @@
+"""``automaton-min logs``: turns and tool calls from state.db, ``--tail``, ``--json`` and ``--follow``.
+
+``--follow`` runs as a real subprocess; the test waits for its output lines (events), writes rows
+with a separate connection as the runtime would, and stops it with a real SIGINT or a closed pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+import apsw
+import pytest
+
+from automaton_min.home import Home
+
+
+def add_turn(home: Home, index: int, *, calls: tuple[tuple[str, dict, str | None], ...] = ()) -> str:
+    """A turn (and its tool calls) written straight into state.db, as the runtime writes them."""
+    turn_id = f"turn-{index:04d}"
+    stamp = f"2026-11-22T10:{index // 60:02d}:{index % 60:02d}.000Z"
+    connection = apsw.Connection(str(home.default_db_path))
+    try:
+        with connection:
+            connection.execute("INSERT INTO turns (id, timestamp, state, input_source, thinking) VALUES (?, ?, 'running', 'wakeup', ?)",
+                               (turn_id, stamp, f"thought number {index}"))
+            for position, (name, arguments, error) in enumerate(calls):
+                connection.execute("INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error) VALUES (?, ?, ?, ?, '', ?, ?)",
+                                   (f"{turn_id}_{position}", turn_id, name, json.dumps(arguments), 7 + position, error))
+    finally:
+        connection.close()
+    return turn_id
+
+
+def test_logs_shows_turns_and_tool_calls(cli, set_up):
+    add_turn(set_up, 1, calls=(("exec", {"command": "echo hi"}, None), ("read_file", {"path": "/nope"}, "no such file")))
+    add_turn(set_up, 2)
+    result = cli("logs")
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "thought number 1" in lines[0] and "2026-11-22T10:00:01.000Z" in lines[0]
+    assert "exec" in lines[1] and "echo hi" in lines[1] and "ok" in lines[1] and "7 ms" in lines[1]
+    assert "read_file" in lines[2] and "error: no such file" in lines[2]
+    assert "thought number 2" in lines[3] and len(lines) == 4
+
+
+def test_logs_json_and_tail(cli, set_up):
+    ids = [add_turn(set_up, i, calls=(("exec", {"command": f"echo {i}"}, None),)) for i in range(5)]
+    result = cli("logs", "--tail", "2", "--json")
+    assert result.code == 0, result.stderr
+    turns = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [t["id"] for t in turns] == ids[-2:]
+    assert turns[0]["toolCalls"] == [{"name": "exec", "arguments": {"command": "echo 3"}, "error": None, "durationMs": 7}]
+
+
+def test_logs_of_a_new_agent_prints_nothing(cli, set_up):
+    result = cli("logs")
+    assert (result.code, result.stdout, result.stderr) == (0, "", "")
+
+
+class Follower:
+    """``logs --follow --json`` in a subprocess, its stdout lines delivered to a queue."""
+
+    def __init__(self, home: Home, stdout=subprocess.PIPE) -> None:
+        env = {**os.environ, "AUTOMATON_HOME": str(home.root)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "logs", "--follow", "--json", "--tail", "1"],
+                                     stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+        self.lines: queue.Queue[str] = queue.Queue()
+        if stdout is subprocess.PIPE:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def next_turn(self, timeout_s: float = 30) -> dict:
+        return json.loads(self.lines.get(timeout=timeout_s))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def follower(set_up):
+    followers: list[Follower] = []
+
+    def start(**kwargs) -> Follower:
+        followers.append(Follower(set_up, **kwargs))
+        return followers[-1]
+
+    yield start
+    for each in followers:
+        each.close()
+
+
+def test_follow_shows_new_turns_and_stops_on_ctrl_c(set_up, follower):
+    add_turn(set_up, 1)
+    watcher = follower()
+    assert watcher.next_turn()["id"] == "turn-0001"
+    add_turn(set_up, 2, calls=(("exec", {"command": "date"}, None),))
+    seen = watcher.next_turn()
+    assert seen["id"] == "turn-0002" and seen["toolCalls"][0]["name"] == "exec"
+    add_turn(set_up, 3)
+    assert watcher.next_turn()["id"] == "turn-0003"
+
+    watcher.proc.send_signal(signal.SIGINT)
+    assert watcher.proc.wait(timeout=30) == 0
+    stderr = watcher.proc.stderr.read()
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
+def test_follow_ends_quietly_when_its_reader_goes_away(set_up, follower):
+    add_turn(set_up, 1)
+    read_end, write_end = os.pipe()
+    watcher = follower(stdout=write_end)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        assert json.loads(reader.readline())["id"] == "turn-0001"
+    # the reader is gone; the next turn it tries to show meets a closed pipe
+    add_turn(set_up, 2)
+    assert watcher.proc.wait(timeout=30) != 0
+    stderr = watcher.proc.stderr.read()
+    assert stderr == "", stderr
