@@ -93,12 +93,14 @@ class AgentLoop:
         self.now = now
         self.services = services or {}
         self.started_ms = started_ms if started_ms is not None else now()
+        self._stop: threading.Event | None = None  # the cycle's stop: it also cuts short a wait for the model
 
     # ---------------------------------------------------------------- one wake cycle
 
     def run_cycle(self, reason: str, stop: threading.Event | None = None) -> CycleResult:
         """Run turns until a control (or ``stop``) says to sleep; returns what happened."""
         stop = stop or threading.Event()
+        self._stop = stop
         now_ms = self.now()
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
@@ -236,11 +238,11 @@ class AgentLoop:
         schema_tokens = prompt_tokens((), tools)
         context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
         try:
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route)
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._stop)
         except ContextTooLong as exc:
             route = self.router.shrink_context(route, exc, context, tools)
             context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route)
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._stop)
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
         """The turn, its tool calls and the inbox acknowledgements: all or nothing."""

@@ -35,13 +35,15 @@ class Provider(Protocol):
 
 
 def resilient_send(service: str) -> Send:
-    """A send for ``service`` with retries and its own breaker; one idempotency key per call."""
+    """A send for ``service`` with retries and its own breaker; one idempotency key per call. The call's
+    ``timeout`` (the request's ``timeout_s``, the task's deadline) bounds all its attempts together."""
     from automaton_min.net.resilient import ResilientHttp
 
     client = ResilientHttp(service, timeout_s=120.0)
 
     def send(method: str, url: str, **kwargs: Any) -> Response:
-        return client.request(method, url, idempotency_key=new_ulid(system_now()), **kwargs)
+        deadline = kwargs.get("timeout")
+        return client.request(method, url, idempotency_key=new_ulid(system_now()), deadline_s=deadline, **kwargs)
 
     return send
 

@@ -16,6 +16,9 @@
   output = the token limit): the per-call ceiling, the hourly and session budgets
   (``modelStrategy``), and the treasury's daily inference budget. A denial is a
   ``BudgetDenied`` value the loop acts on, not an exception.
+- Every call has one deadline for all its attempts together, ``TASK_TIMEOUTS_S`` (120 s for an agent turn),
+  and a stop (``cancel``) ends the wait at once (``inference/deadline.py``): a hung server never holds a turn,
+  or a shutdown, longer than that.
 - Cost comes from the usage the provider reports (estimated only when it reports none),
   in integer cents rounded up, and is recorded in ``inference_costs`` with the real turn
   id and in ``spend_tracking`` in one transaction.
@@ -23,6 +26,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -31,6 +35,7 @@ import orjson
 
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.ids import new_ulid
+from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.types import ChatRequest, ChatResult, ContextTooLong, Message, ToolSchema
 from automaton_min.observe.log import get_logger
@@ -116,7 +121,7 @@ class Router:
 
     def __init__(self, db: "Database", registry: ModelRegistry, config: Mapping[str, Any], chat: Chat, *,
                  session_id: str, now: Clock = system_now, monotonic: Callable[[], float] = time.monotonic,
-                 describe: Describe | None = None) -> None:
+                 describe: Describe | None = None, timeouts: Mapping[str, float] | None = None) -> None:
         self.db = db
         self.registry = registry
         self.config = config
@@ -126,6 +131,7 @@ class Router:
         self.monotonic = monotonic
         self.spend = SpendTracker(db, now)
         self.describe = describe
+        self.timeouts = {**TASK_TIMEOUTS_S, **(timeouts or {})}
         self._context_caps: dict[str, int] = {}  # model id -> budget after a context overflow
         self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow
         self._price_warned: set[str] = set()
@@ -244,8 +250,9 @@ class Router:
 
     def route(self, messages: tuple[Message, ...], *, tier: str, turn_id: str | None, task_type: str = "agent_turn",
               tools: tuple[ToolSchema, ...] = (), low_compute: bool = False,
-              planned: Route | None = None) -> RoutedResult | BudgetDenied:
-        """Plan (unless ``planned`` is given), check the budgets, call the provider, and record what it cost."""
+              planned: Route | None = None, cancel: threading.Event | None = None) -> RoutedResult | BudgetDenied:
+        """Plan (unless ``planned`` is given), check the budgets, call the provider within the task's deadline
+        (``InferenceTimeout``; ``InferenceCancelled`` once ``cancel`` is set), and record what it cost."""
         route = planned or self.plan(tier, task_type, low_compute=low_compute)
         if isinstance(route, BudgetDenied):
             return route
@@ -256,9 +263,11 @@ class Router:
             log.info("inference denied by budget", extra={"limit": denial.limit, "estimate_cents": estimate})
             return denial
 
-        request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=TASK_TIMEOUTS_S[task_type])
+        deadline_s = self.timeouts[task_type]
+        request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=deadline_s)
         started = self.monotonic()
-        result = self.chat(route.model, request)
+        result = call_with_deadline(lambda: self.chat(route.model, request), deadline_s, cancel=cancel,
+                                    what=route.model.model_id)
         latency_ms = int((self.monotonic() - started) * 1000)
 
         usage_estimated = result.usage.input_tokens is None or result.usage.output_tokens is None

@@ -41,6 +41,9 @@ or text blocks; ``temperature`` in [0, 1]; ``tools`` ``{name, description?, inpu
 ``OpenAIServer(props=...)`` also answers llama.cpp's ``GET /props``, and ``show={model: answer}`` Ollama's
 ``POST /api/show``; without them those paths are 404.
 
+A ``Hang()`` scripted answer never comes: it sets ``hang.arrived`` when the request is in and holds the
+connection open until ``hang.release()`` (call it in a ``finally``), then answers 503.
+
 Answer builders: ``openai_answer(...)`` and ``anthropic_answer(...)``.
 """
 
@@ -71,6 +74,23 @@ ANTHROPIC_PARAMS = frozenset({
 })
 
 Answer = Any  # dict | Reply | Callable[[dict], dict | Reply]
+
+
+class Hang:
+    """A scripted answer for a server that hangs: takes the request, then says nothing until released."""
+
+    def __init__(self, hold_s: float = 60.0) -> None:
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+        self.hold_s = hold_s  # an upper bound so a forgotten release cannot keep a server thread forever
+
+    def release(self) -> None:
+        self.released.set()
+
+    def __call__(self, body: Any) -> "Reply":
+        self.arrived.set()
+        self.released.wait(self.hold_s)
+        return Reply(503, {"error": {"message": "released", "type": "server_error"}})
 
 
 class Rejected(Exception):

@@ -1,0 +1,55 @@
+"""One overall deadline for an inference call, and a way for a stop to cut it short.
+
+The call runs in a worker thread; the caller waits for it, for the deadline, or for ``cancel`` (the daemon's
+stop event), whichever comes first. A call given up on is abandoned, not killed: its HTTP layer has the same
+deadline (``ResilientHttp(deadline_s=...)``: no retry starts after it and every attempt's timeout is clipped
+to it), so the worker ends soon after on its own, and its answer, if one still comes, is dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, TypeVar
+
+from automaton_min.inference.types import InferenceError
+
+T = TypeVar("T")
+
+CANCEL_CHECK_S = 0.1  # how often a waiting caller looks at the stop event
+
+
+class InferenceTimeout(InferenceError):
+    """No answer within the call's deadline (all attempts together)."""
+
+
+class InferenceCancelled(InferenceError):
+    """A stop was asked for while the call was waiting for the model."""
+
+
+def call_with_deadline(call: Callable[[], T], deadline_s: float, *, cancel: threading.Event | None = None,
+                       what: str = "the model", monotonic: Callable[[], float] = time.monotonic) -> T:
+    """``call()``'s result or exception, unless ``deadline_s`` passes or ``cancel`` is set first."""
+    done = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the waiting caller, which re-raises it
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="inference-call", daemon=True).start()
+    ends = monotonic() + deadline_s
+    while not done.is_set():
+        left = ends - monotonic()
+        if left <= 0:
+            raise InferenceTimeout(f"no answer from {what} within {deadline_s:g} s (all attempts together)")
+        if cancel is not None and cancel.is_set():
+            raise InferenceCancelled(f"stopped while waiting for {what}")
+        done.wait(min(left, CANCEL_CHECK_S) if cancel is not None else left)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
