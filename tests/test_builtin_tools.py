@@ -24,6 +24,7 @@ from automaton_min.conway import topup as topup_module
 from automaton_min.conway.client import ConwayClient
 from automaton_min.conway.local import LocalSandbox
 from automaton_min.conway.sandbox import ExecResult, RemoteSandbox
+from automaton_min.net.http import request  # plain: these tests read single answers, without retries
 from automaton_min.home import Home
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.store.kv import get_value
@@ -92,7 +93,7 @@ def api():
 
 @pytest.fixture
 def conway(api: ConwayApi, db, clock) -> ConwayClient:
-    return ConwayClient(api.url, api.api_key, db=db, now=clock, sandbox_id="sb-1")
+    return ConwayClient(api.url, api.api_key, send=request, db=db, now=clock, sandbox_id="sb-1")
 
 
 def run(ctx: ToolContext, name: str, args: dict[str, Any] | None = None) -> ToolOutcome:
@@ -371,7 +372,7 @@ def test_check_credits_live_then_last_known(make_ctx, api, conway, clock) -> Non
 
 
 def test_check_credits_unknown_is_not_zero(make_ctx, api, db, clock) -> None:
-    fresh = ConwayClient(api.url, api.api_key, now=clock, sandbox_id="sb-1")
+    fresh = ConwayClient(api.url, api.api_key, send=request, now=clock, sandbox_id="sb-1")
     api.fail("/v1/credits/balance", 503)
     error = fails(make_ctx(conway=fresh), "check_credits")
     assert "unknown (not zero)" in error and "$0.00" not in error
@@ -590,7 +591,7 @@ def test_no_result_carries_the_wallet_key_or_an_api_key(make_ctx, api, conway, h
     for secret in (key, key.upper(), api.api_key):  # ...and neither reached a result
         assert secret not in everything
     api.fail("/v1/credits/balance", 401, {"error": f"bad key {api.api_key}"})
-    assert api.api_key not in fails(make_ctx(conway=ConwayClient(api.url, api.api_key, now=clock)), "check_credits")
+    assert api.api_key not in fails(make_ctx(conway=ConwayClient(api.url, api.api_key, send=request, now=clock)), "check_credits")
 
 
 # --------------------------------------------------------------------------- models

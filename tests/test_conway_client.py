@@ -15,12 +15,14 @@ from automaton_min.conway.client import (
     CreditsReading,
     ExecRefused,
     cached_credits,
+    conway_send,
 )
 from automaton_min.conway.local import LocalSandbox
 from automaton_min.conway.sandbox import ExecResult, PortInfo, RemoteSandbox, Sandbox, is_local_sandbox_id, sandbox_for
 from automaton_min.clock import to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import request
+from automaton_min.net.resilient import CircuitBreaker, ResilientHttp
 from automaton_min.store.db import open_database
 from automaton_min.store.kv import get_value
 from standins.conway_api import ConwayApi
@@ -37,7 +39,7 @@ def api():
 
 @pytest.fixture
 def client(api: ConwayApi, clock) -> ConwayClient:
-    return ConwayClient(api.url, api.api_key, now=clock, sandbox_id=SANDBOX)
+    return ConwayClient(api.url, api.api_key, send=request, now=clock, sandbox_id=SANDBOX)
 
 
 @pytest.fixture
@@ -86,10 +88,10 @@ def test_requests_carry_the_raw_key_and_a_bearer_key_is_refused(api: ConwayApi, 
 def test_a_wrong_key_is_a_401_error_that_never_shows_a_key(api: ConwayApi) -> None:
     wrong = "cnwy_k_" + "f" * 32
     with pytest.raises(ConwayError) as caught:
-        ConwayClient(api.url, wrong).credits_balance()
+        ConwayClient(api.url, wrong, send=request).credits_balance()
     assert caught.value.status == 401
     assert str(caught.value) == "Conway API GET /v1/credits/balance -> 401: invalid API key"
-    assert wrong not in str(caught.value) and wrong not in repr(ConwayClient(api.url, wrong))
+    assert wrong not in str(caught.value) and wrong not in repr(ConwayClient(api.url, wrong, send=request))
     assert not caught.value.outage
 
 
@@ -112,7 +114,7 @@ def test_an_html_502_is_one_line_naming_the_page(api: ConwayApi, client: ConwayC
 
 
 def test_an_unreachable_api_is_a_conway_error_without_status() -> None:
-    client = ConwayClient(_free_port_url(), "cnwy_k_secretsecret", timeout_s=2)
+    client = ConwayClient(_free_port_url(), "cnwy_k_secretsecret", send=request, timeout_s=2)
     with pytest.raises(ConwayError) as caught:
         client.list_sandboxes()
     assert caught.value.status is None and caught.value.outage
@@ -136,7 +138,7 @@ def test_a_404_is_not_retried_by_a_send_that_can_retry(api: ConwayApi, clock) ->
 
 
 def test_sandbox_calls_without_a_sandbox_id_are_refused_before_any_request(api: ConwayApi) -> None:
-    client = ConwayClient(api.url, api.api_key, sandbox_id="undefined")
+    client = ConwayClient(api.url, api.api_key, send=request, sandbox_id="undefined")
     with pytest.raises(ConwayError, match="local mode"):
         client.exec("ls")
     assert api.requests == []
@@ -189,7 +191,7 @@ def _updated_at(db) -> str:
 
 
 def test_a_good_balance_is_remembered(api: ConwayApi, db, clock) -> None:
-    client = ConwayClient(api.url, api.api_key, now=clock, db=db)
+    client = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)
     reading = client.credits()
     assert reading == CreditsReading(1234, clock.ms, True)
     assert _stored(db) == {"cents": 1234, "at": to_iso(clock.ms)}
@@ -197,7 +199,7 @@ def test_a_good_balance_is_remembered(api: ConwayApi, db, clock) -> None:
 
 
 def test_an_unchanged_recent_balance_is_not_rewritten(api: ConwayApi, db, clock) -> None:
-    client = ConwayClient(api.url, api.api_key, now=clock, db=db)
+    client = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)
     client.credits_balance()
     first = _updated_at(db)
     clock.advance(9 * 60 * 1000)
@@ -213,24 +215,24 @@ def test_an_unchanged_recent_balance_is_not_rewritten(api: ConwayApi, db, clock)
 
 
 def test_an_outage_reads_the_cached_balance_marked_not_fresh(api: ConwayApi, db, clock) -> None:
-    ConwayClient(api.url, api.api_key, now=clock, db=db).credits_balance()
+    ConwayClient(api.url, api.api_key, send=request, now=clock, db=db).credits_balance()
     stored_at = clock.ms
     clock.advance(60_000)
     api.fail("/v1/credits/balance", 502, "html")
-    restarted = ConwayClient(api.url, api.api_key, now=clock, db=db)  # a new process: only KV remembers
+    restarted = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)  # a new process: only KV remembers
     reading = restarted.credits()
     assert (reading.cents, reading.at, reading.fresh) == (1234, stored_at, False)
     assert "502" in reading.error
 
 
 def test_an_unreachable_api_reads_the_cached_balance(api: ConwayApi, db, clock) -> None:
-    ConwayClient(api.url, api.api_key, now=clock, db=db).credits_balance()
-    reading = ConwayClient(_free_port_url(), api.api_key, now=clock, db=db, timeout_s=2).credits()
+    ConwayClient(api.url, api.api_key, send=request, now=clock, db=db).credits_balance()
+    reading = ConwayClient(_free_port_url(), api.api_key, send=request, now=clock, db=db, timeout_s=2).credits()
     assert (reading.cents, reading.fresh) == (1234, False)
 
 
 def test_the_in_memory_reading_is_newer_than_the_throttled_kv_one(api: ConwayApi, db, clock) -> None:
-    client = ConwayClient(api.url, api.api_key, now=clock, db=db)
+    client = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)
     client.credits_balance()
     clock.advance(5 * 60 * 1000)
     client.credits_balance()  # not written (unchanged, recent), but known in memory
@@ -241,7 +243,7 @@ def test_the_in_memory_reading_is_newer_than_the_throttled_kv_one(api: ConwayApi
 
 def test_an_outage_without_a_cached_balance_is_an_error_never_zero(api: ConwayApi, db, clock) -> None:
     api.fail("/v1/credits/balance", 502, "html")
-    client = ConwayClient(api.url, api.api_key, now=clock, db=db)
+    client = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)
     with pytest.raises(ConwayError) as caught:
         client.credits()
     assert caught.value.status == 502
@@ -249,14 +251,14 @@ def test_an_outage_without_a_cached_balance_is_an_error_never_zero(api: ConwayAp
 
 
 def test_a_refusal_is_not_papered_over_by_the_cache(api: ConwayApi, db, clock) -> None:
-    ConwayClient(api.url, api.api_key, now=clock, db=db).credits_balance()
+    ConwayClient(api.url, api.api_key, send=request, now=clock, db=db).credits_balance()
     with pytest.raises(ConwayError) as caught:
-        ConwayClient(api.url, "cnwy_k_revoked_key_000", now=clock, db=db).credits()
+        ConwayClient(api.url, "cnwy_k_revoked_key_000", send=request, now=clock, db=db).credits()
     assert caught.value.status == 401
 
 
 def test_a_malformed_balance_answer_falls_back_to_the_cache(api: ConwayApi, db, clock) -> None:
-    client = ConwayClient(api.url, api.api_key, now=clock, db=db)
+    client = ConwayClient(api.url, api.api_key, send=request, now=clock, db=db)
     client.credits_balance()
     api.balance_cents = None
     reading = client.credits()
@@ -454,3 +456,51 @@ def test_a_sandbox_id_means_remote_mode(api: ConwayApi) -> None:
 def test_remote_mode_without_a_key_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no Conway API key"):
         sandbox_for({"sandboxId": SANDBOX})
+
+
+# --------------------------------------------------------------------------- over the resilient layer
+
+
+def resilient(waits: list[float], breaker: CircuitBreaker | None = None, **options: Any):
+    """``conway_send`` with its backoff recorded instead of slept, and a breaker of the test's own."""
+    return conway_send(sleep=waits.append, breaker=breaker or CircuitBreaker(service="conway"), **options)
+
+
+def test_the_default_send_is_the_resilient_layer_with_the_conway_breaker(api: ConwayApi) -> None:
+    layer = ConwayClient(api.url, api.api_key).send.__self__
+    assert isinstance(layer, ResilientHttp) and layer.service == "conway" and layer.max_retries == 3
+
+
+def test_reads_are_retried_through_passing_failures(api: ConwayApi, clock) -> None:
+    waits: list[float] = []
+    api.fail("/v1/credits/balance", 503, times=2)
+    client = ConwayClient(api.url, api.api_key, send=resilient(waits), now=clock)
+    assert client.credits_balance() == 1234
+    assert len(waits) == 2 and len(api.requests_to("/v1/credits/balance")) == 3
+
+
+def test_transfers_exec_and_unkeyed_writes_are_sent_once(api: ConwayApi, clock) -> None:
+    waits: list[float] = []
+    for path in ("/v1/credits/transfer", f"/v1/sandboxes/{SANDBOX}/exec", f"/v1/sandboxes/{SANDBOX}/files/upload/json"):
+        api.fail(path, 503)
+    client = ConwayClient(api.url, api.api_key, send=resilient(waits), now=clock, sandbox_id=SANDBOX)
+    for attempt in (lambda: client.transfer_credits("0xabc", 100), lambda: client.exec("ls"),
+                    lambda: client.write_file("a.txt", "x")):
+        with pytest.raises(ConwayError) as caught:
+            attempt()
+        assert caught.value.status == 503
+    assert waits == [] and len(api.requests) == 3
+
+
+def test_repeated_failures_open_the_breaker_and_later_calls_send_nothing(api: ConwayApi, clock) -> None:
+    breaker = CircuitBreaker(threshold=5, open_for_s=60, service="conway")
+    api.fail("/v1/sandboxes", 502)
+    client = ConwayClient(api.url, api.api_key, send=resilient([], breaker, max_retries=0), now=clock)
+    for _ in range(5):
+        with pytest.raises(ConwayError):
+            client.list_sandboxes()
+    sent = len(api.requests)
+    with pytest.raises(ConwayError) as caught:
+        client.credits_balance()
+    assert len(api.requests) == sent and breaker.state == "open"
+    assert caught.value.status is None and caught.value.outage and "circuit breaker open" in str(caught.value)

@@ -9,9 +9,12 @@ Differences from the reference, on purpose:
 
 * A 404 is an answer, not a reason to try again (the reference retried it three
   times). This client never retries by itself; retries of 429/5xx belong to the
-  ``send`` callable (``ResilientHttp(...).request``) and are switched off for
-  ``transfer_credits`` and ``exec``, which must run at most once (each still
-  carries an ``Idempotency-Key``).
+  ``send`` callable, by default ``conway_send()``: the resilient layer
+  (``net/resilient.py``) with the ``conway`` circuit breaker. It retries reads, and
+  mutating calls only when they carry an ``Idempotency-Key``; retries are switched
+  off for ``transfer_credits`` and ``exec``, which must run at most once (each still
+  carries an ``Idempotency-Key``), and the other writes carry no key, so they are
+  sent once.
 * A balance answer without ``balance_cents``/``credits_cents`` is an error, not 0
   credits. The last good balance is kept in KV ``last_known_balance`` so that an
   outage reads as "last known: N cents", never as zero (``ConwayClient.credits``).
@@ -32,7 +35,7 @@ from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.conway.sandbox import ExecResult, PortInfo, is_local_sandbox_id
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
-from automaton_min.net.http import HttpError, Response, request, snippet
+from automaton_min.net.http import HttpError, Response, snippet
 from automaton_min.observe.log import get_logger, register_secret
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ EXEC_HTTP_MARGIN_S = 30.0  # the HTTP call waits this much longer than the comma
 REMOTE_WORKDIR = "/root"
 
 TRANSFER_PATHS = ("/v1/credits/transfer", "/v1/credits/transfers")
+
+SERVICE = "conway"  # the circuit breaker's name
 
 BALANCE_KEY = "last_known_balance"
 BALANCE_REWRITE_MS = 10 * 60 * 1000  # an unchanged balance is written at most this often
@@ -125,6 +130,14 @@ class CreditsReading:
     error: str | None = None
 
 
+def conway_send(timeout_s: float = DEFAULT_TIMEOUT_S, **options: Any) -> Send:
+    """The default ``send``: retries with backoff and the process-wide ``conway`` breaker (``options`` go to
+    ``ResilientHttp``: ``breaker``, ``sleep``, ``max_retries`` ...)."""
+    from automaton_min.net.resilient import ResilientHttp
+
+    return ResilientHttp(SERVICE, timeout_s=timeout_s, **options).request
+
+
 def _accepts(func: Callable[..., Any], name: str) -> bool:
     try:
         params = inspect.signature(func).parameters
@@ -167,7 +180,7 @@ class ConwayClient:
         api_url: str,
         api_key: str,
         *,
-        send: Send = request,
+        send: Send | None = None,
         now: Clock = system_now,
         sandbox_id: str | None = None,
         db: "Database | None" = None,
@@ -178,6 +191,7 @@ class ConwayClient:
         self.api_url = api_url.rstrip("/")
         self._api_key = api_key
         register_secret(api_key)
+        send = conway_send(timeout_s) if send is None else send
         self.send = send
         self.now = now
         self.sandbox_id = None if is_local_sandbox_id(sandbox_id) else sandbox_id
