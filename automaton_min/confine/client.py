@@ -78,7 +78,8 @@ class ConfinedSandbox:
         """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
         if self.report.get("method") == "landlock":
             scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else ""
-            return f"landlock (ABI {self.report.get('abi')}{scoped})"
+            hidden = ", home hidden" if self.report.get("home_hidden") else ""
+            return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden})"
         return self.report.get("method", self.method)
 
     # ------------------------------------------------------------------ the spawner process

@@ -47,11 +47,19 @@ def confine(plan: Plan, method: str) -> tuple[dict, object]:
     """Confine this process by ``method``; returns what to report and the per-command setup function."""
     plan.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
     if method == "landlock":
+        # Landlock does not govern chmod or (before ABI 3) truncate, so where a user namespace can be had the
+        # home is also hidden: then nothing of it can even be named.
+        try:
+            namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
+            hidden = True
+        except OSError:
+            hidden = False
         abi = landlock.abi_version()
         ruleset = landlock_ruleset(plan, abi)
         caps.drop_all()
         ruleset.restrict_self()
-        return {"method": "landlock", "abi": abi, "scoped": bool(ruleset.scoped)}, ruleset.restrict_self
+        report = {"method": "landlock", "abi": abi, "scoped": bool(ruleset.scoped), "home_hidden": hidden}
+        return report, ruleset.restrict_self
     if method == "namespace":
         namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
         caps.drop_all()
