@@ -115,6 +115,11 @@ def _url(value: Any) -> str | None:
     return None
 
 
+def _url_or_empty(value: Any) -> str | None:
+    """A URL, or ``""`` meaning "none" (``socialRelayUrl: ""``: no relay)."""
+    return None if value == "" else _url(value)
+
+
 def _integer(low: int, high: int) -> Rule:
     def check(value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -165,7 +170,7 @@ RULES: dict[str, Rule] = {
     "sandboxId": _text(200),
     "agentId": _text(200),
     "conwayApiUrl": _url,
-    "socialRelayUrl": _url,
+    "socialRelayUrl": _url_or_empty,
     "openaiBaseUrl": _url,
     "ollamaBaseUrl": _url,
     "rpcUrl": _url,
@@ -283,6 +288,10 @@ def redact_secret(secret: str) -> str:
     return "****" + secret[-4:] if len(secret) >= 16 else "****"
 
 
+# The same fix from every command that reads automaton.json, so no hint sends the user round in a circle.
+CONFIG_JSON_FIX = "fix the JSON by hand (the wallet is untouched), or move it aside and run: automaton-min setup"
+
+
 def _read_json_object(path: Path, fix: str) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
@@ -303,7 +312,7 @@ def load_config(home: Home, environ: Mapping[str, str] | None = None) -> Config:
     path = home.config_path
     if not path.exists():
         raise ConfigError(f"no configuration at {path}; run: automaton-min setup")
-    file_data = _read_json_object(path, "fix the file or run: automaton-min setup")
+    file_data = _read_json_object(path, CONFIG_JSON_FIX)
     stored = deep_merge(DEFAULTS, file_data)
     try:
         validate(stored)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 import orjson
 
 from automaton_min.config import Config, load_config
+from automaton_min.errors import AutomatonError
 from automaton_min.home import Home
 from automaton_min.observe.log import configure_logging
 
@@ -38,3 +45,37 @@ def emit_rows(rows: list[tuple[str, Any]]) -> None:
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         click.echo(f"  {label:<{width}}  {'-' if value in (None, '') else value}")
+
+
+@contextmanager
+def json_errors(as_json: bool) -> Iterator[None]:
+    """With ``--json``, an error is ``{"error", "fix"}`` on stdout (and its exit code) instead of a line on stderr."""
+    try:
+        yield
+    except AutomatonError as exc:
+        if not as_json:
+            raise
+        problem, fix = getattr(exc, "problem", None), getattr(exc, "fix", None)
+        if problem is None:
+            problem, _, fix = str(exc).rpartition("; ") if "; " in str(exc) else (str(exc), "", None)
+        emit_json({"error": with_home(problem, click.get_current_context()),
+                   "fix": with_home(fix, click.get_current_context()) if fix else fix})
+        raise click.exceptions.Exit(exc.exit_code) from None
+
+
+_SUGGESTED_COMMAND = re.compile(r"\bautomaton-min (?=[a-z])")
+
+
+def with_home(text: str, ctx: click.Context) -> str:
+    """``text`` with each suggested ``automaton-min <command>`` naming ``--home`` when a non-default one was given.
+
+    Only a ``--home`` typed on the command line is repeated: a home chosen with
+    ``AUTOMATON_HOME`` stays chosen while the variable is set.
+    """
+    root = ctx.find_root()
+    if root.get_parameter_source("home") is not ParameterSource.COMMANDLINE or not root.obj:
+        return text
+    home = root.obj["home"].root
+    if home == (Path.home() / ".automaton").absolute():
+        return text
+    return _SUGGESTED_COMMAND.sub(f"automaton-min --home {shlex.quote(str(home))} ", text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automaton_min.cli.common import emit_json, home_of
+from automaton_min.cli.common import emit_json, home_of, with_home
 from automaton_min.errors import EXIT_FAILURE
 from automaton_min.runtime.doctor import all_passed, run_doctor
 
@@ -15,6 +15,8 @@ from automaton_min.runtime.doctor import all_passed, run_doctor
 def command(ctx: click.Context, as_json: bool) -> None:
     """Check the home directory, file permissions, the config and the database's integrity."""
     checks = run_doctor(home_of(ctx))
+    for check in checks:
+        check.fix = with_home(check.fix, ctx)
     passed = all_passed(checks)
     if as_json:
         emit_json({"ok": passed, "checks": [check.as_dict() for check in checks]})

@@ -11,6 +11,7 @@ import apsw
 import click
 
 from automaton_min import __version__
+from automaton_min.cli.common import with_home
 from automaton_min.errors import EXIT_FAILURE, AutomatonError
 from automaton_min.home import Home, default_home
 from automaton_min.observe.log import LOG_LEVEL_NAMES, configure_logging
@@ -53,9 +54,9 @@ class AutomatonGroup(click.Group):
         try:
             return super().invoke(ctx)
         except AutomatonError as exc:
-            raise CommandFailed(str(exc), exc.exit_code) from None
+            raise CommandFailed(with_home(str(exc), ctx), exc.exit_code) from None
         except apsw.Error as exc:
-            raise CommandFailed(f"database error: {exc}; run: automaton-min doctor", EXIT_FAILURE) from None
+            raise CommandFailed(with_home(f"database error: {exc}; run: automaton-min doctor", ctx), EXIT_FAILURE) from None
         except BrokenPipeError:
             raise  # the reader went away (``status | head -1``): main() ends quietly
         except OSError as exc:

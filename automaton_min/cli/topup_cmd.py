@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
+from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for
 from automaton_min.conway.topup import TOPUP_TIERS_USD
 from automaton_min.runtime.money import buy_credits
 
@@ -15,7 +15,8 @@ from automaton_min.runtime.money import buy_credits
 @click.pass_context
 def command(ctx: click.Context, usd: str, as_json: bool) -> None:
     """Buy USD dollars of credits (one of 5, 25, 100, 500, 1000, 2500), paid in USDC from the wallet."""
-    result = buy_credits(home_of(ctx), load_config_for(ctx), int(usd))
+    with json_errors(as_json):
+        result = buy_credits(home_of(ctx), load_config_for(ctx), int(usd))
     if as_json:
         emit_json({"usd": result.usd, "creditsCentsAdded": result.credits_cents_added, "intent": result.intent_id, "transaction": result.tx_hash})
         return

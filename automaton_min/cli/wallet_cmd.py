@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from automaton_min.chain.usdc import BASE, NETWORKS, network_named
-from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
+from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for
 from automaton_min.runtime.money import wallet_report
 
 
@@ -16,7 +16,8 @@ from automaton_min.runtime.money import wallet_report
 @click.pass_context
 def command(ctx: click.Context, network: str, as_json: bool) -> None:
     """Show the wallet address and its USDC balance (read from the chain through rpcUrl)."""
-    report = wallet_report(home_of(ctx), load_config_for(ctx), network_named(network))
+    with json_errors(as_json):
+        report = wallet_report(home_of(ctx), load_config_for(ctx), network_named(network))
     if as_json:
         emit_json(report)
         return

@@ -55,7 +55,7 @@ def run_doctor(home: Home) -> list[Check]:
         try:
             config = load_config(home)
         except AutomatonError as exc:
-            config_check = Check("config", False, str(exc), f"edit {home.config_path} or run: automaton-min setup")
+            config_check = Check("config", False, str(exc), f"edit {home.config_path}, or move it aside and run: automaton-min setup")
     checks.append(config_check)
 
     wallet_address = None

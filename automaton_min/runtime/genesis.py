@@ -14,7 +14,7 @@ from automaton_min.agent.soul import initial_soul, rename_soul
 from automaton_min.chain.address import has_valid_checksum
 from automaton_min.chain.wallet import Wallet, ensure_wallet
 from automaton_min.clock import Clock, system_now, to_iso
-from automaton_min.config import check_value, config_from, db_path, save_config
+from automaton_min.config import CONFIG_JSON_FIX, check_value, config_from, db_path, save_config
 from automaton_min.errors import ConfigError
 from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
@@ -126,7 +126,7 @@ def existing_config_values(home: Home) -> dict[str, Any]:
     try:
         data = orjson.loads(home.config_path.read_bytes())
     except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{home.config_path} is not valid JSON ({exc}); fix it or move it aside, then run setup again") from None
+        raise ConfigError(f"{home.config_path} is not valid JSON ({exc}); {CONFIG_JSON_FIX}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{home.config_path}: expected a JSON object; fix it or move it aside")
     return data

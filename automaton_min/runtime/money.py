@@ -5,15 +5,36 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from automaton_min.chain.rpc import RpcError
 from automaton_min.chain.usdc import BASE, Network, format_usdc, usdc_balance
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.config import DEFAULTS, Config, db_path
-from automaton_min.conway.provision import ProvisionResult, provision
+from automaton_min.conway.provision import ProvisionError, ProvisionResult, provision
 from automaton_min.conway.topup import TopupResult, topup
+from automaton_min.errors import RuntimeFailure
 from automaton_min.home import Home
+from automaton_min.net.http import HttpError, NetworkError
 from automaton_min.runtime.genesis import init_home
 from automaton_min.store.db import open_database
 from automaton_min.treasury.payer import Payer, payer_options
+
+
+class ServiceError(RuntimeFailure):
+    """A node or API did not answer usefully: ``problem`` names the URL, ``fix`` the setting to change."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem = problem
+        self.fix = fix
+
+
+def _rpc_fix(url: str) -> str:
+    return f"the node is {url}: set rpcUrl in automaton.json (or AUTOMATON_RPC_URL) to a Base RPC that answers"
+
+
+def _conway_fix(url: str, *, flag: bool = False) -> str:
+    where = "--api-url, CONWAY_API_URL or conwayApiUrl in automaton.json" if flag else "conwayApiUrl in automaton.json"
+    return f"the Conway API is {url}: check it is reachable, or set {where}"
 
 
 def rpc_url(config: Config | None, network: Network = BASE) -> str:
@@ -26,7 +47,10 @@ def wallet_report(home: Home, config: Config | None, network: Network = BASE) ->
     """The wallet's address and its USDC balance (an RPC failure raises; it never reads as zero)."""
     wallet = load_wallet(home.wallet_path)
     url = rpc_url(config, network)
-    balance = usdc_balance(url, wallet.address, network)
+    try:
+        balance = usdc_balance(url, wallet.address, network)
+    except RpcError as exc:
+        raise ServiceError(str(exc), _rpc_fix(url)) from None
     return {"address": wallet.address, "network": network.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance, "rpcUrl": url}
 
 
@@ -34,7 +58,10 @@ def provision_key(home: Home, config: Config | None, api_url: str | None) -> Pro
     """Sign in to Conway and save an API key; the wallet is created first if there is none."""
     wallet, _ = init_home(home)
     url = api_url or os.environ.get("CONWAY_API_URL") or (config.get("conwayApiUrl") if config else None) or DEFAULTS["conwayApiUrl"]
-    return provision(home, wallet, url)
+    try:
+        return provision(home, wallet, url)
+    except ProvisionError as exc:
+        raise ServiceError(str(exc), _conway_fix(url, flag=True)) from None
 
 
 def buy_credits(home: Home, config: Config, usd: int) -> TopupResult:
@@ -44,4 +71,9 @@ def buy_credits(home: Home, config: Config, usd: int) -> TopupResult:
     with open_database(db_path(home, config)) as db:
         payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(url, address, BASE),
                       **payer_options(config["treasuryPolicy"]))
-        return topup(payer, config["conwayApiUrl"], usd)
+        try:
+            return topup(payer, config["conwayApiUrl"], usd)
+        except RpcError as exc:
+            raise ServiceError(str(exc), _rpc_fix(url)) from None
+        except (NetworkError, HttpError) as exc:
+            raise ServiceError(str(exc), _conway_fix(config["conwayApiUrl"])) from None

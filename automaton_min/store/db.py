@@ -182,7 +182,7 @@ def open_database(
 
 def _open_read_only(path: Path) -> Database:
     if not path.exists():
-        raise DatabaseError(f"{path} is missing; nothing was recorded there yet (setup creates it)")
+        raise DatabaseError(f"{path} is missing; run: automaton-min setup (it creates the database)")
     if path.stat().st_size == 0:
         raise DatabaseError(f"{path} is empty (0 bytes); restore it from a backup, or move it aside and run setup again")
     connection = None

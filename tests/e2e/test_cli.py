@@ -676,8 +676,7 @@ def test_config_log_level_quiets_status(cli, set_up):
 
 
 def test_log_level_flag(cli, home, set_up):
-    set_up.default_db_path.unlink()
-    edit_config(set_up, logLevel="debug")
+    edit_config(set_up, logLevel="debug")  # status would log opening the database
     quiet = cli("--log-level", "error", "status")  # the flag beats the config's logLevel
     assert quiet.code == 0, quiet.stderr
     assert quiet.stderr_lines == []
