@@ -177,6 +177,21 @@ def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, 
         sandbox.close()
 
 
+@needs_landlock
+def test_doctor_starts_the_confinement_and_tries_the_wallet(cli, set_up) -> None:
+    result = cli("doctor", "--json")
+    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "confinement")
+    assert check["ok"] and check["detail"].startswith("landlock (ABI") and "wallet.json unreachable" in check["detail"]
+
+
+def test_an_unconfined_agent_fails_the_self_test(agent_home: Path, monkeypatch) -> None:
+    monkeypatch.setattr(ConfinedSandbox, "start", lambda self: (_ for _ in ()).throw(ConfinementUnavailable("off")))
+    held, detail = confine_client.self_test(agent_home, agent_home / "workspace", {"unconfinedExec": True})
+    assert not held and "wallet.json is READABLE" in detail
+    held, detail = confine_client.self_test(agent_home, agent_home / "workspace", {})
+    assert not held and detail.startswith("local commands would be refused")
+
+
 def test_the_spawner_gets_a_bare_environment(monkeypatch) -> None:
     monkeypatch.setenv("CONWAY_API_KEY", "cnwy_k_secret")
     monkeypatch.setenv("_PYI_APPLICATION_HOME_DIR", "/tmp/_MEIabc")

@@ -9,6 +9,7 @@ returns a ``ConfinedSandbox``; when none works, commands are refused
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -203,7 +204,7 @@ def local_sandbox(home: Path, workspace: Path, config: Any) -> ConfinedSandbox |
         except ConfinementUnavailable as exc:
             failures.append(str(exc))
             continue
-        log.info("local commands are confined", extra={"confinement": sandbox.describe()})
+        log.debug("local commands are confined", extra={"confinement": sandbox.describe()})
         return sandbox
     why = "; ".join(failures) or "no confinement method"
     if config.get("unconfinedExec"):
@@ -211,3 +212,17 @@ def local_sandbox(home: Path, workspace: Path, config: Any) -> ConfinedSandbox |
         return UnconfinedSandbox(workspace)
     log.error("local commands are refused: no confinement works here", extra={"why": why})
     return RefusingSandbox(workspace, why)
+
+
+def self_test(home: Path, workspace: Path, config: Any) -> tuple[bool, str]:
+    """Start the confinement ``config`` gets here, try to read the wallet from inside it, and say what held."""
+    sandbox = local_sandbox(home, workspace, config)
+    try:
+        if isinstance(sandbox, RefusingSandbox):
+            return False, f"local commands would be refused: {sandbox.why}"
+        wallet = shlex.quote(str(Path(home) / "wallet.json"))
+        reachable = "REACHABLE" in sandbox.exec(f"cat {wallet} > /dev/null 2>&1 && echo REACHABLE", 10).stdout
+        held = not reachable and not isinstance(sandbox, UnconfinedSandbox)
+        return held, f"{sandbox.describe()}; wallet.json {'is READABLE' if reachable else 'unreachable'} from a command"
+    finally:
+        sandbox.close()

@@ -41,6 +41,8 @@ from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
 
+CONFINEMENT_KEY = "confinement"  # KV: what held the commands of the last run
+
 INLINE_TOPUP_COOLDOWN_MS = 60_000
 TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
 
@@ -261,5 +263,6 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services)
     set_value(db, "start_time", to_iso(now()), now())
+    set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
     money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)
     return Agent(loop, hooks, db, sandbox)

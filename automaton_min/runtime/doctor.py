@@ -7,6 +7,7 @@ from pathlib import Path
 
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.config import Config, db_path, load_config
+from automaton_min.conway.sandbox import is_local_sandbox_id
 from automaton_min.errors import AutomatonError
 from automaton_min.fileio import file_mode
 from automaton_min.home import Home
@@ -75,7 +76,19 @@ def run_doctor(home: Home) -> list[Check]:
     checks.append(_mode_check("constitution", home.constitution_path, 0o444, exact=True))
     checks.append(_present("soul", home.soul_path))
     checks.extend(_database_checks(home, config, wallet_address))
+    if config is not None and is_local_sandbox_id(config.get("sandboxId")):
+        checks.append(_confinement_check(home, config))
     return checks
+
+
+def _confinement_check(home: Home, config: Config) -> Check:
+    """Local mode: start the agent's confinement for real and try to read the wallet from a command."""
+    from automaton_min.confine.client import self_test
+
+    held, detail = self_test(home.root, home.root / "workspace", config)
+    fix = "" if held else ("use Linux >= 5.13 with Landlock enabled (lsm=...,landlock) or allow unprivileged user "
+                           "namespaces (sysctl kernel.unprivileged_userns_clone=1); unconfinedExec runs commands unprotected")
+    return Check("confinement", held, detail, fix)
 
 
 def _present(name: str, path: Path) -> Check:
