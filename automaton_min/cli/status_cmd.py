@@ -41,6 +41,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("address", info["address"]),
         ("creator", info["creator"]),
         ("sandbox", info["sandbox"] or "local"),
+        ("confinement", info["confinement"] or "not known yet (the agent has not run)"),
         ("run", _run_text(info)),
         ("state", info["state"]),
         ("tier", info["tier"] or "unknown (no credit balance read yet)"),

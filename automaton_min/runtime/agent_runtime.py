@@ -36,12 +36,11 @@ from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.report import log_tool_call
-from automaton_min.runtime.status import USDC_KEY
+from automaton_min.runtime.status import CONFINEMENT_KEY, USDC_KEY
 from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
 
-CONFINEMENT_KEY = "confinement"  # KV: what held the commands of the last run
 
 INLINE_TOPUP_COOLDOWN_MS = 60_000
 TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"

@@ -21,6 +21,7 @@ from automaton_min.tiers import tier_for_credits
 CREDITS_KEY = "last_known_balance"
 USDC_KEY = "last_known_usdc"
 LAST_ERROR_KEY = "last_error"
+CONFINEMENT_KEY = "confinement"  # what held the last run's local commands (confine/client.py describes it)
 
 
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
@@ -39,6 +40,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         credits = _json_row(get_value(db, CREDITS_KEY))
         usdc = _json_row(get_value(db, USDC_KEY))
         last_error = _json_row(get_value(db, LAST_ERROR_KEY))
+        confinement = get_value(db, CONFINEMENT_KEY)
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
@@ -55,6 +57,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "usdcAtomic": atomic,
         "usdcAt": usdc.get("at") if atomic is not None else None,
         "lastError": last_error if last_error.get("message") else None,
+        "confinement": confinement,
         "turns": turns,
         "lastTurnAt": last_turn,
         "model": config["inferenceModel"],

@@ -171,6 +171,9 @@ def test_the_theft_corpus_gets_nothing_and_changes_nothing(cli, home, policy: st
         bodies = "\n".join(orjson.dumps(r.body).decode() for r in model.requests)
         assert model.pending == 0, output
 
+    banner = next(line for line in output.splitlines() if "automaton-min started" in line)
+    assert json.loads(banner)["confinement"].startswith("landlock (ABI")
+    assert json.loads(cli("status", "--json").stdout)["confinement"] == json.loads(banner)["confinement"]
     stored = everything_stored(home.default_db_path)
     key = load_wallet(home.wallet_path).key_bytes()
     guard = KeyGuard(key, protected[home.wallet_path])
