@@ -50,7 +50,7 @@ def spawner_argv(fd: int) -> list[str]:
 def spawner_env() -> dict[str, str]:
     """A bare environment: no keys, no AUTOMATON_*; PyInstaller's own variables so a one-file binary reuses its
     unpacked bundle instead of unpacking again."""
-    env = {name: os.environ[name] for name in ENV_PASSTHROUGH if os.environ.get(name)}
+    env = {name: os.environ[name] for name in (*ENV_PASSTHROUGH, "LD_LIBRARY_PATH") if os.environ.get(name)}
     env["PATH"] = os.environ.get("PATH") or os.defpath
     env.update({k: v for k, v in os.environ.items() if k.startswith("_PYI_") or k == "_MEIPASS2"})
     return env

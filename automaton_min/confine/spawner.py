@@ -24,10 +24,8 @@ from pathlib import Path
 from automaton_min.confine import caps, landlock, namespace
 from automaton_min.confine.plan import Plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
-from automaton_min.conway.local import LocalSandbox
+from automaton_min.conway.local import LocalSandbox  # with everything exec needs (subprocess, selectors, codecs)
 
-# Imported now for the commands' sake: after confinement the package directory may be unreadable.
-import codecs, selectors, signal, subprocess  # noqa: E401,F401  pylint: disable=unused-import,multiple-imports
 
 
 def landlock_ruleset(plan: Plan, abi: int) -> landlock.Ruleset:
