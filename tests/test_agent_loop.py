@@ -277,3 +277,17 @@ def test_messages_claimed_for_a_turn_a_budget_refused_go_back_unread(agent_for, 
     message = inbox.get_message(agent.db, "m9")
     assert (message.status, message.retry_count, message.processed_at) == ("received", 0, None)
     assert agent.db.query("SELECT input, input_source FROM turns WHERE thinking LIKE '[no inference%'") == [(None, None)]
+
+
+def test_the_policy_engine_refuses_through_the_real_agent_and_records_why(agent_for, model) -> None:
+    """A forbidden command never runs: the model reads the refusal, and policy_decisions holds it with the turn."""
+    agent = agent_for()
+    model.script(openai_answer(None, [call("exec", command="echo DROP TABLE turns")]),
+                 openai_answer("Understood.", [call("sleep", duration_seconds=600, reason="done")]))
+    agent.loop.run_cycle("test")
+    (turn_id, error, result), = agent.db.query("SELECT turn_id, error, result FROM tool_calls WHERE name = 'exec'")
+    assert "FORBIDDEN_COMMAND" in error and "DROP TABLE turns" not in result
+    decisions = agent.db.query("SELECT turn_id, decision, rules_triggered FROM policy_decisions WHERE tool_name = 'exec'")
+    assert decisions == [(turn_id, "deny", '["command.forbidden_patterns"]')]
+    second = model.requests[1].body["messages"]
+    assert any(m["role"] == "tool" and "FORBIDDEN_COMMAND" in m["content"] for m in second)
