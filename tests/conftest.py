@@ -111,6 +111,44 @@ def set_up(cli, home: Home) -> Home:
     return home
 
 
+# --------------------------------------------------------------------------- the agent in process
+
+
+@pytest.fixture
+def agent_clock(clock):
+    """The clock in-process agents run on; a module whose agent meets a chain overrides it with the block time."""
+    return clock
+
+
+@pytest.fixture
+def agent_for(cli, home, model, agent_clock):
+    """Build agents with ``build_agent`` for this home, set up once through the real CLI against the module's
+    ``model`` server; each call applies config changes first, ``None`` removing a key (``rpcUrl`` defaults to a
+    closed local port, since the runtime would otherwise read USDC from the public Base node). Spawners and databases are closed afterwards."""
+    import orjson
+
+    from automaton_min.config import load_config
+    from automaton_min.runtime.agent_runtime import build_agent
+
+    built = []
+
+    def make(**config_changes):
+        if not home.config_path.exists():
+            result = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
+                         "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
+            assert result.code == 0, result.stderr
+        merged = {**orjson.loads(home.config_path.read_bytes()), "rpcUrl": "http://127.0.0.1:9", **config_changes}
+        home.config_path.write_bytes(orjson.dumps({k: v for k, v in merged.items() if v is not None}))
+        agent = build_agent(home, load_config(home, {}), now=agent_clock)
+        built.append(agent)
+        return agent
+
+    yield make
+    for agent in built:
+        agent.sandbox.close()
+        agent.db.close()
+
+
 # --------------------------------------------------------------------------- real chain peers (tests/standins)
 # Module-scoped: a chain costs about a second to start. Imports are inside, so other tests never load eth-tester.
 

@@ -11,11 +11,8 @@ import automaton_min.agent.loop as loop_module
 from automaton_min.agent.controls import CYCLE_LIMIT_SLEEP_S, ERROR_SLEEP_S, LOOP_ENFORCEMENT_SLEEP_S, TEXT_ONLY_SLEEP_S
 from automaton_min.agent.states import read_agent_state
 from automaton_min.clock import from_iso
-from automaton_min.config import load_config
-from automaton_min.runtime.agent_runtime import build_agent
 from automaton_min.store import inbox
 from automaton_min.store.kv import get_value
-from conftest import CREATOR
 from standins.conway_api import ConwayApi
 from standins.loopback_http import Reply
 from standins.model_servers import OpenAIServer, openai_answer
@@ -29,28 +26,6 @@ def call(name: str, **arguments) -> tuple[str, str, str]:
 def model():
     with OpenAIServer(mode="llamacpp") as server:
         yield server
-
-
-@pytest.fixture
-def agent_for(cli, home, clock, model):
-    """Build an in-process agent for this home (set up through the real CLI) with config overrides."""
-    built = []
-
-    def make(**config_changes):
-        result = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
-                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
-        assert result.code == 0, result.stderr
-        stored = orjson.loads(home.config_path.read_bytes())
-        # A closed local port: the runtime reads USDC from the public Base node when rpcUrl is unset; tests stay offline.
-        home.config_path.write_bytes(orjson.dumps({**stored, "rpcUrl": "http://127.0.0.1:9", **config_changes}))
-        agent = build_agent(home, load_config(home, {}), now=clock)
-        built.append(agent)
-        return agent
-
-    yield make
-    for agent in built:
-        agent.sandbox.close()
-        agent.db.close()
 
 
 def slept_for(agent, clock) -> int:

@@ -144,6 +144,7 @@ def test_the_loop_retries_an_overflowing_turn_once_with_less_context(cli, home, 
             sizes = [len(r.body["messages"]) for r in model.requests]
             stored = agent.db.scalar("SELECT COUNT(*) FROM turns")
         finally:
+            agent.sandbox.close()
             agent.db.close()
     assert model.rejections == [] and len(sizes) == 6
     assert first.turns == 4 and stored == 5 and "error" not in first.reason  # no failed turn, no error sleep

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import orjson
 import pytest
 import requests
 
@@ -21,11 +20,11 @@ from automaton_min.chain.usdc import BASE
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.clock import to_iso
 from automaton_min.config import load_config
-from automaton_min.runtime.agent_runtime import RuntimeHooks, build_agent
+from automaton_min.runtime.agent_runtime import RuntimeHooks
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury.ledger import get_intent, record_intent
-from conftest import CREATOR, FixedClock
+from conftest import FixedClock
 from standins.loopback_http import LoopbackServer, Reply, Request
 from standins.model_servers import OpenAIServer, openai_answer
 
@@ -78,49 +77,29 @@ def model():
 
 
 @pytest.fixture
-def chain_clock(chain) -> FixedClock:
+def agent_clock(chain) -> FixedClock:
     """The agent's clock, started at the chain's block time (what the chain and the SDK server judge by)."""
     return FixedClock(chain.now() * 1000)
-
-
-@pytest.fixture
-def make_agent(cli, home, model, chain_clock):
-    built = []
-
-    def make(**config_changes):
-        if not home.config_path.exists():
-            result = cli("setup", "--name", "ada", "--genesis-prompt", "Earn your keep.", "--creator-address", CREATOR,
-                         "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
-            assert result.code == 0, result.stderr
-        stored = orjson.loads(home.config_path.read_bytes())
-        home.config_path.write_bytes(orjson.dumps({**stored, **config_changes}))
-        agent = build_agent(home, load_config(home, {}), now=chain_clock)
-        built.append(agent)
-        return agent
-
-    yield make
-    for agent in built:
-        agent.db.close()
 
 
 def address_of(home) -> str:
     return load_wallet(home.wallet_path).address
 
 
-def test_start_reconciles_open_intents_from_the_chain(chain, rpc, home, make_agent, chain_clock, merchant) -> None:
-    agent = make_agent(rpcUrl=rpc.url)
+def test_start_reconciles_open_intents_from_the_chain(chain, rpc, home, agent_for, agent_clock, merchant) -> None:
+    agent = agent_for(rpcUrl=rpc.url)
     wallet = load_wallet(home.wallet_path)
     chain.mint(wallet.address, 3 * ONE_USDC)
     made = []
     for _ in range(2):
         auth = TransferAuthorization(wallet.address, merchant.address, ONE_USDC, 0, chain.now() + 300, new_nonce())
         made.append((auth, record_intent(agent.db, purpose="x402", resource=f"http://127.0.0.1/{len(made)}", network=BASE.caip2,
-                                         asset=BASE.usdc, authorization=auth, amount_cents=100, now_ms=chain_clock())))
+                                         asset=BASE.usdc, authorization=auth, amount_cents=100, now_ms=agent_clock())))
     (used_auth, used), (_, unused) = made
     assert chain.submit_transfer_with_authorization(used_auth.wire(), sign_authorization(wallet, used_auth, USDC_ON_BASE)).ok
     agent.db.close()
 
-    again = make_agent(rpcUrl=rpc.url)  # a restart
+    again = agent_for(rpcUrl=rpc.url)  # a restart
     assert get_intent(again.db, used.id).status == "settled"
     assert get_intent(again.db, unused.id).status == "pending"  # unused, but its window is still open
 
@@ -131,32 +110,32 @@ def conway(x402_v2):
         yield api
 
 
-def test_start_buys_5_of_credits_once(chain, rpc, home, make_agent, conway, merchant) -> None:
-    make_agent(rpcUrl=rpc.url)  # setup creates the wallet; nothing to buy with yet
+def test_start_buys_5_of_credits_once(chain, rpc, home, agent_for, conway, merchant) -> None:
+    agent_for(rpcUrl=rpc.url)  # setup creates the wallet; nothing to buy with yet
     assert conway.pay_requests == []
     chain.mint(address_of(home), 10 * ONE_USDC)
     merchant_before = chain.balance_of(merchant.address)
 
-    agent = make_agent(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    agent = agent_for(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
     assert conway.cents == 520 and chain.balance_of(merchant.address) == merchant_before + 5 * ONE_USDC
     assert agent.db.query("SELECT purpose, status FROM payment_intents") == [("topup", "settled")]
     agent.db.close()
 
     conway.cents = 20  # the credits have not shown yet when the agent restarts
-    again = make_agent(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    again = agent_for(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
     assert chain.balance_of(merchant.address) == merchant_before + 5 * ONE_USDC
     assert again.db.scalar("SELECT COUNT(*) FROM payment_intents") == 1 and len(conway.pay_requests) == 2
 
 
-def test_start_is_bounded_in_time(chain, rpc, home, make_agent, conway, chain_clock) -> None:
-    agent = make_agent(rpcUrl=rpc.url)
+def test_start_is_bounded_in_time(chain, rpc, home, agent_for, conway, agent_clock) -> None:
+    agent = agent_for(rpcUrl=rpc.url)
     chain.mint(address_of(home), 10 * ONE_USDC)
     config = load_config(home, {})
     config.values.update(conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
     rpc.fail("delay", times=1, delay=3.0)  # the USDC read hangs past the budget
     try:
         started = time.monotonic()
-        result = money_at_start(agent.db, load_wallet(home.wallet_path), config, now=chain_clock, budget_s=1.0)
+        result = money_at_start(agent.db, load_wallet(home.wallet_path), config, now=agent_clock, budget_s=1.0)
         elapsed = time.monotonic() - started
     finally:
         rpc.clear_faults()
@@ -164,31 +143,31 @@ def test_start_is_bounded_in_time(chain, rpc, home, make_agent, conway, chain_cl
     assert conway.pay_requests == [] and agent.db.scalar("SELECT COUNT(*) FROM payment_intents") == 0
 
 
-def test_the_runtime_reads_usdc_from_the_default_base_node_when_rpc_url_is_unset(chain, rpc, home, make_agent, conway,
-                                                                                   monkeypatch, chain_clock) -> None:
+def test_the_runtime_reads_usdc_from_the_default_base_node_when_rpc_url_is_unset(chain, rpc, home, agent_for, conway,
+                                                                                   monkeypatch, agent_clock) -> None:
     monkeypatch.setattr(runtime_module, "BASE", dataclasses.replace(BASE, default_rpc_url=rpc.url))
     conway.cents = 100_000
-    agent = make_agent(conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    agent = agent_for(rpcUrl=None, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
     chain.mint(address_of(home), 7 * ONE_USDC)
-    assert agent.hooks.finances(chain_clock()).usdc_atomic == chain.balance_of(address_of(home))
+    assert agent.hooks.finances(agent_clock()).usdc_atomic == chain.balance_of(address_of(home))
 
 
-def test_a_dead_agent_tops_up_before_skipping_its_cycle_and_wakes(chain, rpc, home, make_agent, conway, model,
-                                                                   chain_clock, merchant) -> None:
+def test_a_dead_agent_tops_up_before_skipping_its_cycle_and_wakes(chain, rpc, home, agent_for, conway, model,
+                                                                   agent_clock, merchant) -> None:
     conway.cents = -5
-    agent = make_agent(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
+    agent = agent_for(rpcUrl=rpc.url, conwayApiUrl=conway.url, conwayApiKey=conway.api_key)
     agent.loop.run_cycle("test")
     assert read_agent_state(agent.db) == "dead" and model.requests == []
 
     chain.mint(address_of(home), 10 * ONE_USDC)  # USDC arrives, credits do not
-    chain_clock.advance(61_000)
+    agent_clock.advance(61_000)
     merchant_before = chain.balance_of(merchant.address)
     model.script(openai_answer("alive again"))
     result = agent.loop.run_cycle("timer")
     assert result.reason != "dead: waiting for funding" and len(model.requests) == 1
     assert chain.balance_of(merchant.address) == merchant_before + 5 * ONE_USDC and conway.cents == 495
     assert read_agent_state(agent.db) != "dead"
-    assert get_value(agent.db, "last_inline_topup_attempt") == to_iso(chain_clock())
+    assert get_value(agent.db, "last_inline_topup_attempt") == to_iso(agent_clock())
 
 
 # --------------------------------------------------------------------------- the inline top-up's cool-down in KV

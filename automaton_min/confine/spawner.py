@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import sys
-from pathlib import Path
 
 from automaton_min.confine import caps, landlock, namespace
 from automaton_min.confine.plan import Plan
