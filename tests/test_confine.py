@@ -105,6 +105,12 @@ def test_a_spawner_that_died_is_replaced_confined_the_same_way(confined: Confine
     assert confined.spawner_pid != first and result.stdout.strip() == "still-here"
 
 
+def test_ctrl_c_at_the_terminal_reaches_the_daemon_not_the_spawner(confined: ConfinedSandbox) -> None:
+    """The spawner leads its own session, so a terminal's SIGINT to the foreground group cannot end a command the
+    daemon is letting finish."""
+    assert os.getsid(confined.spawner_pid) == confined.spawner_pid != os.getsid(0)
+
+
 # --------------------------------------------------------------------------- Landlock only
 
 

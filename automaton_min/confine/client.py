@@ -94,7 +94,8 @@ class ConfinedSandbox:
         try:
             self._proc = subprocess.Popen(
                 spawner_argv(theirs.fileno()), pass_fds=(theirs.fileno(),), env=spawner_env(), cwd="/",
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                start_new_session=True)  # Ctrl-C at the terminal is for the daemon, which then finishes its turn
         finally:
             theirs.close()
         self._sock = ours
