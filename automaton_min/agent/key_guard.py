@@ -67,9 +67,6 @@ class KeyGuard:
         pieces.append(text[cursor:])
         return "".join(pieces)
 
-    def leaks(self, text: str) -> bool:
-        return self.scrub(text) is not text
-
     @staticmethod
     def _find(text: str, alphabet: re.Pattern, windows: set[str], *, fold: bool) -> list[tuple[int, int]]:
         """Spans of ``text`` whose characters of ``alphabet``, read with everything else skipped, match a window."""

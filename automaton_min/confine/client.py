@@ -8,6 +8,7 @@ returns a ``ConfinedSandbox``; when none works, commands are refused
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
@@ -29,6 +30,7 @@ from automaton_min.observe.log import get_logger
 
 log = get_logger(__name__)
 
+_ERRORS = {errno.ENOENT: FileNotFoundError, errno.EACCES: PermissionError, errno.EPERM: PermissionError}
 METHODS = {"auto": ("landlock", "namespace"), "landlock": ("landlock",), "namespace": ("namespace",)}
 START_TIMEOUT_S = 30.0
 REPLY_SLACK_S = 15.0  # beyond a command's own timeout, for the spawner to end its group and answer
@@ -145,8 +147,8 @@ class ConfinedSandbox:
                 self.close()
                 raise RuntimeFailure(f"the confined spawner stopped answering ({exc}); it is restarted on the next call") from None
         if not reply.get("ok"):
-            code = int(reply.get("errno") or 5)
-            raise (FileNotFoundError if code == 2 else PermissionError if code in (1, 13) else OSError)(code, reply.get("error"))
+            code = int(reply.get("errno") or errno.EIO)
+            raise _ERRORS.get(code, OSError)(code, reply.get("error"))
         return reply
 
     # ------------------------------------------------------------------ the sandbox interface
