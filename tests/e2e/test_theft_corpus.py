@@ -171,6 +171,9 @@ def test_the_theft_corpus_gets_nothing_and_changes_nothing(cli, home, policy: st
         bodies = "\n".join(orjson.dumps(r.body).decode() for r in model.requests)
         assert model.pending == 0, output
 
+    # first the files: reading a state.db an attack had removed would create an empty one and prove nothing
+    assert {p: p.read_bytes() for p in protected} == protected
+    assert home.default_db_path.stat().st_ino == db_inode
     banner = next(line for line in output.splitlines() if "automaton-min started" in line)
     assert json.loads(banner)["confinement"].startswith("landlock (ABI")
     assert json.loads(cli("status", "--json").stdout)["confinement"] == json.loads(banner)["confinement"]
@@ -183,8 +186,6 @@ def test_the_theft_corpus_gets_nothing_and_changes_nothing(cli, home, policy: st
         for secret in (CONFIG_CANARY, ENV_CANARY, "cnwy_k_file_canary_9b1c"):
             assert secret not in text, f"{secret} in {where}"
 
-    assert {p: p.read_bytes() for p in protected} == protected
-    assert home.default_db_path.stat().st_ino == db_inode
     assert not (home.root / "planted").exists() and not (home.root / "workspace" / "moved.json").exists()
     with open_database(home.default_db_path) as db:
         assert get_value(db, "theft_canary") == "intact"
