@@ -115,7 +115,7 @@ def test_ctrl_c_at_the_terminal_reaches_the_daemon_not_the_spawner(confined: Con
 
 
 @needs_landlock
-def test_landlock_reports_its_abi_and_scopes_signals(agent_home: Path) -> None:
+def test_landlock_reports_its_abi_and_scopes_signals_and_sockets(agent_home: Path) -> None:
     sandbox = start(agent_home, "landlock")
     try:
         assert sandbox.describe().startswith(f"landlock (ABI {abi_version()}")
@@ -124,6 +124,19 @@ def test_landlock_reports_its_abi_and_scopes_signals(agent_home: Path) -> None:
             assert "signalled" not in own.stdout and own.exit_code != 0
         outside = sandbox.exec("echo x > /tmp/automaton-confine-probe", 20)
         assert outside.exit_code != 0 and not Path("/tmp/automaton-confine-probe").exists()
+        if abi_version() >= 6:  # an abstract UNIX socket of the daemon's cannot be reached from inside
+            import socket
+            name = f"\0automaton-test-{os.getpid()}"
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(name)
+            listener.listen(1)
+            try:
+                probe = sandbox.exec("python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); "
+                                     "s.connect(sys.argv[1].replace('@', chr(0))); print('connected')\" "
+                                     + name.replace("\0", "@"), 20)
+            finally:
+                listener.close()
+            assert "connected" not in probe.stdout and "PermissionError" in probe.stderr
         hard = sandbox.exec("ln ../wallet.json hard", 20)
         assert hard.exit_code != 0 and not (agent_home / "workspace" / "hard").exists()
     finally:
