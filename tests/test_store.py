@@ -78,7 +78,20 @@ OWN_TABLES = ("payment_intents",)
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
-LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions")
+LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
+                          "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots")
+# Reference tables the runtime uses: rows kept, timestamps rewritten into the one format at the same instants.
+RUNTIME_TABLES = ("heartbeat_schedule", "heartbeat_history", "wake_events")
+
+
+def same_instants(before: list[tuple], after: list[tuple]) -> bool:
+    """Rows equal but for date-time text, which must name the same instants (and be in the one format after)."""
+    def read(value):
+        text = value.strip("'") if isinstance(value, str) else value
+        if isinstance(text, str) and len(text) >= 19 and text[4] == "-" and text[10] in " T":
+            return from_iso(text if "T" in text else text.replace(" ", "T") + ("Z" if len(text) == 19 else ""))
+        return value
+    return [tuple(map(read, r)) for r in before] == [tuple(map(read, r)) for r in after]
 
 
 # --- helpers (plain sqlite3, independent of the code under test) --------------
@@ -313,7 +326,8 @@ def test_reference_fixture_is_shaped_like_the_reference(reference_v11: Path) -> 
 def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: Path, clock) -> None:
     counts = row_counts(reference_v11)
     master = master_of(reference_v11)
-    foreign = {t: quoted_rows(reference_v11, t) for t in (*FOREIGN_TABLES, "sqlite_sequence")}
+    foreign = {t: quoted_rows(reference_v11, t) for t in (*FOREIGN_TABLES, "sqlite_sequence") if t not in RUNTIME_TABLES}
+    runtime = {t: quoted_rows(reference_v11, t) for t in RUNTIME_TABLES}
     inbox = quoted_rows(reference_v11, "inbox_messages")
     spend_before = quoted_rows(reference_v11, "spend_tracking")
 
@@ -345,6 +359,7 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     assert {t: after.pop(t) for t in OWN_TABLES} == {t: 0 for t in OWN_TABLES}
     assert after == counts
     assert all(quoted_rows(reference_v11, t) == rows for t, rows in foreign.items())
+    assert all(same_instants(rows, quoted_rows(reference_v11, t)) for t, rows in runtime.items())
     # The reference's schema is untouched but for schema_version's new name column; our own tables are added.
     changed = {m[1] for m in set(master) ^ set(master_of(reference_v11))}
     assert changed == {"schema_version", *OWN_TABLES, *OWN_INDEXES}
@@ -410,12 +425,12 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
 
     after = row_counts(path)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
-    added = (*OWN_TABLES, *LATER_REFERENCE_TABLES)
+    added = (*OWN_TABLES, *LATER_REFERENCE_TABLES, "sqlite_sequence")  # wake_events is AUTOINCREMENT
     assert {t: after.pop(t) for t in added} == {t: 0 for t in added}
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
-    # Only what we implement is added: none of the reference's later tables appear.
-    assert "heartbeat_schedule" not in tables_of(path)
+    # Only what we implement is added: none of the reference's other later tables appear.
+    assert "working_memory" not in tables_of(path) and "children" in counts
 
 
 # --- transactions ------------------------------------------------------------------

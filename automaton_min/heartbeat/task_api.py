@@ -1,0 +1,45 @@
+"""What a heartbeat task receives and returns: the contract between the scheduler and every task.
+
+A task is a plain function ``run(ctx: TaskContext) -> TaskResult``. It runs on the
+scheduler's thread with that thread's own database connection, never calls the
+model, and asks for a wake only when the agent has work (``TaskResult.wake``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from automaton_min.config import Config
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.home import Home
+    from automaton_min.store.db import Database
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a task did: a short summary for ``heartbeat_history``/logs, and a wake reason when the agent must act."""
+
+    summary: str = ""
+    wake: str | None = None
+    wake_payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskContext:
+    """The services a task may use. Optional ones are None when this agent has no such service."""
+
+    db: "Database"
+    config: "Config"
+    home: "Home"
+    now: Callable[[], int]
+    tier: str  # the survival tier as last known (``tiers.py`` names), "normal" when credits do not apply
+    wallet_address: str
+    conway: "ConwayClient | None" = None
+    relay: Any = None  # social.relay.RelayClient when socialRelayUrl is set
+    metrics: Any = None  # observe.metrics.Metrics in the daemon
+    stop: Any = None  # threading.Event set when the daemon stops: long tasks check it and return early
+
+
+TaskFunction = Callable[[TaskContext], TaskResult]

@@ -1,0 +1,114 @@
+"""Wake events (table ``wake_events``): what asks a sleeping agent to wake, stored once and consumed once.
+
+Producers in the daemon (the heartbeat, the relay poller) call ``WakeBus.request``: the
+event is stored, then the shared wake signal is set, so the main thread's wait ends at
+once. Another process (``automaton-min wake``) stores the event and nudges the daemon
+with SIGUSR1 (the pid is in the run lock). The daemon consumes every pending event
+before it sleeps; their reasons become the next wake-up message.
+
+Events whose work a cycle has already picked up (messages the loop claimed before a
+turn) do not cut the next sleep short; ``take_pending`` drops them by source and time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from automaton_min.clock import from_iso, to_iso
+from automaton_min.observe.log import get_logger
+
+if TYPE_CHECKING:
+    from automaton_min.home import Home
+    from automaton_min.store.db import Database
+
+log = get_logger(__name__)
+
+# Sources whose work is a message the loop claims from the inbox before every turn.
+INBOX_SOURCES = frozenset({"inbox", "social"})
+MAX_REASON_CHARS = 500
+
+
+@dataclass(frozen=True)
+class WakeEvent:
+    id: int
+    source: str
+    reason: str
+    payload: dict[str, Any]
+    created_at: str
+
+
+def post_wake(db: "Database", source: str, reason: str, payload: dict[str, Any] | None = None, *, now_ms: int) -> int:
+    """Store one wake event (exactly one row: the reference stored two) and return its id."""
+    db.execute("INSERT INTO wake_events (source, reason, payload, created_at) VALUES (?, ?, ?, ?)",
+               (source, reason[:MAX_REASON_CHARS], orjson.dumps(payload or {}).decode(), to_iso(now_ms)))
+    return int(db.connection.last_insert_rowid())
+
+
+def consume_all(db: "Database", *, now_ms: int) -> list[WakeEvent]:
+    """Mark every unconsumed event consumed and return them, oldest first, in one transaction."""
+    with db.transaction():
+        rows = db.query("SELECT id, source, reason, payload, created_at FROM wake_events WHERE consumed_at IS NULL "
+                        "ORDER BY id")
+        if rows:
+            db.execute("UPDATE wake_events SET consumed_at = ? WHERE consumed_at IS NULL AND id <= ?",
+                       (to_iso(now_ms), rows[-1][0]))
+    return [WakeEvent(r[0], r[1], r[2], _payload(r[3]), r[4]) for r in rows]
+
+
+def take_pending(db: "Database", *, now_ms: int, picked_up_before_ms: int | None) -> list[WakeEvent]:
+    """Consume the pending events and return those that should wake the agent: all but inbox-type events stored
+    before the cycle's last inbox check (their messages were already read)."""
+    events = consume_all(db, now_ms=now_ms)
+    if picked_up_before_ms is None:
+        return events
+    return [e for e in events if e.source not in INBOX_SOURCES or from_iso(e.created_at) > picked_up_before_ms]
+
+
+def prune_consumed(db: "Database", older_than_ms: int, *, batch: int = 500) -> int:
+    """Delete up to ``batch`` consumed events older than ``older_than_ms``; returns how many."""
+    db.execute("DELETE FROM wake_events WHERE id IN (SELECT id FROM wake_events WHERE consumed_at IS NOT NULL "
+               "AND consumed_at < ? ORDER BY id LIMIT ?)", (to_iso(older_than_ms), batch))
+    return db.connection.changes()
+
+
+def _payload(raw: str | None) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class WakeBus:
+    """In the daemon: store a wake event, then set the signal the main thread sleeps on. Safe from any thread
+    (each thread passes its own database connection)."""
+
+    def __init__(self, signal_event: threading.Event) -> None:
+        self.signal = signal_event
+
+    def request(self, db: "Database", source: str, reason: str, payload: dict[str, Any] | None = None, *,
+                now_ms: int) -> int:
+        event_id = post_wake(db, source, reason, payload, now_ms=now_ms)
+        log.info("wake requested", extra={"source": source, "reason": reason[:120]})
+        self.signal.set()
+        return event_id
+
+
+def nudge_daemon(home: "Home") -> int | None:
+    """Tell the running daemon of ``home`` to look at its wake events (SIGUSR1); its pid, or None if none runs."""
+    from automaton_min.runtime.run_lock import run_holder
+
+    running, pid = run_holder(home)
+    if not running or not pid:
+        return None
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return None
+    return pid
