@@ -253,3 +253,29 @@ def test_ordinary_output_passes_untouched() -> None:
     guard, _, _ = guard_and_key()
     text = "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\n" + base64.b64encode(os.urandom(300)).decode()
     assert guard.scrub(text) is text
+
+
+def test_cancel_ends_the_command_under_way_and_the_spawner_serves_on(confined: ConfinedSandbox) -> None:
+    """What a stopping agent does after its grace period: the running command's whole group ends at once."""
+    import errno
+    import threading
+
+    fifo = confined.workspace / "began"
+    os.mkfifo(fifo)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(confined.exec("echo started > began; sleep 60 & wait", 120))
+        except OSError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    with open(fifo, encoding="ascii") as began:  # returns once the command has written: it is running
+        assert began.read().strip() == "started"
+    confined.cancel()
+    worker.join(20)
+    assert not worker.is_alive()
+    assert isinstance(outcome[0], OSError) and outcome[0].errno == errno.ECANCELED
+    assert confined.exec("echo next", 20).stdout == "next\n"

@@ -61,6 +61,10 @@ class Hooks(Protocol):
     def after_turn(self, turn: StoredTurn) -> None: ...                              # memory ingestion attaches here
 
 
+class TurnAbandoned(Exception):
+    """A turn still running when the stop's grace period ran out: nothing of it is written."""
+
+
 @dataclass
 class CycleResult:
     turns: int = 0
@@ -93,14 +97,22 @@ class AgentLoop:
         self.now = now
         self.services = services or {}
         self.started_ms = started_ms if started_ms is not None else now()
-        self._stop: threading.Event | None = None  # the cycle's stop: it also cuts short a wait for the model
+        self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
+        self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
+        self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
 
     # ---------------------------------------------------------------- one wake cycle
 
-    def run_cycle(self, reason: str, stop: threading.Event | None = None) -> CycleResult:
-        """Run turns until a control (or ``stop``) says to sleep; returns what happened."""
+    def run_cycle(self, reason: str, stop: threading.Event | None = None,
+                  abandon: threading.Event | None = None) -> CycleResult:
+        """Run turns until a control (or ``stop``) says to sleep; returns what happened.
+
+        After ``stop`` the turn under way may finish; once ``abandon`` is set too, a wait for the model ends at
+        once and the turn is rolled back (its messages go back to the inbox). Without ``abandon``, ``stop``
+        does both."""
         stop = stop or threading.Event()
         self._stop = stop
+        self._abandon = abandon or stop
         now_ms = self.now()
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
@@ -123,7 +135,8 @@ class AgentLoop:
                 break
             claimed: list[str] = []
             if pending is None:
-                messages = self.hooks.claim_inbox(self.now())
+                self.last_inbox_check_ms = self.now()
+                messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
                 claimed = [m[0] for m in messages]
                 if messages:
                     authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
@@ -134,6 +147,10 @@ class AgentLoop:
                 self.hooks.release_inbox(claimed)
                 raise
             except Exception as exc:  # the loop's outer boundary: a failed turn is logged, counted, and undone
+                if isinstance(exc, TurnAbandoned) or self._abandon.is_set():  # cut off by a stop, not a failure
+                    self.hooks.return_inbox(claimed)
+                    log.info("turn abandoned: the runtime is stopping", extra={"returned_messages": len(claimed)})
+                    break
                 if isinstance(exc, (InferenceError, RuntimeFailure)):
                     log.warning("turn failed", extra={"error": str(exc)})
                 else:
@@ -210,6 +227,8 @@ class AgentLoop:
                            self.hooks.clean_result(o.error, o.name, self.now()) if o.error else o.error, o.duration_ms,
                            routed.result.tool_calls[i].id)
             for i, o in enumerate(outcomes))
+        if self._abandon is not None and self._abandon.is_set():
+            raise TurnAbandoned()
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
                           routed.result.content, calls,
                           {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
@@ -238,11 +257,11 @@ class AgentLoop:
         schema_tokens = prompt_tokens((), tools)
         context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
         try:
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._stop)
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
         except ContextTooLong as exc:
             route = self.router.shrink_context(route, exc, context, tools)
             context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._stop)
+            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
         """The turn, its tool calls and the inbox acknowledgements: all or nothing."""

@@ -12,6 +12,7 @@ import errno
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -128,6 +129,11 @@ class ConfinedSandbox:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    def cancel(self) -> None:
+        """End the command under way, if any (the agent is stopping); its ``exec`` returns an error."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
 
     @property
     def spawner_pid(self) -> int | None:

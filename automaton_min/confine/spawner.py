@@ -7,6 +7,9 @@ Every command it starts enters one more Landlock layer of its own, so commands c
 ptrace or signal the spawner either. Everything it needs is imported before it confines
 itself: afterwards the package's own directory may be out of reach.
 
+SIGTERM cancels the command under way (its process group is killed) and the spawner
+goes on serving; it ends when the daemon closes the channel.
+
 Requests: ``{"op": "exec", "command", "timeout_s"}``, ``{"op": "read_file", "path"}``,
 ``{"op": "write_file", "path", "content"}``; replies ``{"ok": true, ...}`` or
 ``{"ok": false, "errno", "error"}``.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import errno as errno_codes
 import os
 import shutil
+import signal
 import socket
 import sys
 
@@ -64,6 +68,14 @@ def confine(plan: Plan, method: str) -> tuple[dict, object]:
     raise ValueError(f"unknown confinement method {method!r}")
 
 
+class Cancelled(Exception):
+    """SIGTERM from the daemon (the agent is stopping): the command under way is ended, the spawner goes on."""
+
+
+def _cancel(signum, frame) -> None:
+    raise Cancelled()
+
+
 def _failure(exc: OSError) -> dict:
     return {"ok": False, "errno": exc.errno or errno_codes.EIO, "error": exc.strerror or str(exc)}
 
@@ -86,6 +98,8 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
                 reply = {"ok": True}
             else:
                 reply = {"ok": False, "errno": errno_codes.EINVAL, "error": f"unknown operation {op!r}"}
+        except Cancelled:  # LocalSandbox.exec ended the command's whole process group on the way out
+            reply = {"ok": False, "errno": errno_codes.ECANCELED, "error": "cancelled: the agent is stopping"}
         except OSError as exc:
             reply = _failure(exc)
         except ValueError as exc:
@@ -103,6 +117,7 @@ def main(fd: int) -> int:
     except (OSError, ValueError) as exc:
         send(sock, {"ok": False, "error": str(exc)})
         return 1
+    signal.signal(signal.SIGTERM, _cancel)
     send(sock, {"ok": True, **report, "pid": os.getpid()})
     sandbox = LocalSandbox(plan.workspace, tmpdir=plan.tmp, child_setup=child_setup,
                            max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)))

@@ -242,6 +242,9 @@ class LocalSandbox:
     def describe(self) -> str:
         return "none (commands run unconfined)"
 
+    def cancel(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
 

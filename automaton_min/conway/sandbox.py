@@ -62,6 +62,10 @@ class Sandbox(Protocol):
         """Release what the sandbox holds (the confined spawner in local mode)."""
         ...
 
+    def cancel(self) -> None:
+        """End a local command under way because the agent is stopping (a remote one runs to its timeout)."""
+        ...
+
 
 class RemoteSandbox:
     """A Conway cloud sandbox, reached through ``ConwayClient``."""
@@ -91,6 +95,9 @@ class RemoteSandbox:
 
     def describe(self) -> str:
         return f"remote (Conway sandbox {self.sandbox_id})"
+
+    def cancel(self) -> None:
+        return None
 
     def close(self) -> None:
         return None
