@@ -29,6 +29,7 @@ from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, prompt_tokens
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message
 from automaton_min.observe.log import get_logger, scrub
+from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
 
@@ -87,7 +88,8 @@ class LoopState:
 
 class AgentLoop:
     def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
-                 now: Clock, services: dict[str, Any] | None = None, started_ms: int | None = None) -> None:
+                 now: Clock, services: dict[str, Any] | None = None, started_ms: int | None = None,
+                 metrics: Metrics = NO_METRICS) -> None:
         self.db = db
         self.config = config
         self.identity = identity
@@ -96,6 +98,7 @@ class AgentLoop:
         self.hooks = hooks
         self.now = now
         self.services = services or {}
+        self.metrics = metrics
         self.started_ms = started_ms if started_ms is not None else now()
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
@@ -156,6 +159,7 @@ class AgentLoop:
                 else:
                     log.exception("turn crashed")
                 self.hooks.release_inbox(claimed)
+                self.metrics.turn_failed()
                 set_json(self.db, "last_error", {"message": scrub(str(exc) or type(exc).__name__)[:500], "at": to_iso(self.now())}, self.now())
                 verdict = controls.after_error()
             else:
@@ -235,6 +239,7 @@ class AgentLoop:
                            "totalTokens": routed.input_tokens + routed.output_tokens}, routed.cost_cents)
         self._persist(turn, claimed)
         self.hooks.after_turn(turn)
+        self.metrics.turn(turn)
 
         specs = {spec.name: spec for spec in self.tools.specs()}
         ran = [o for o in outcomes if o.ok]

@@ -39,6 +39,7 @@ from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.types import ChatRequest, ChatResult, ContextTooLong, Message, ToolSchema
 from automaton_min.observe.log import get_logger
+from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
 
@@ -121,7 +122,8 @@ class Router:
 
     def __init__(self, db: "Database", registry: ModelRegistry, config: Mapping[str, Any], chat: Chat, *,
                  session_id: str, now: Clock = system_now, monotonic: Callable[[], float] = time.monotonic,
-                 describe: Describe | None = None, timeouts: Mapping[str, float] | None = None) -> None:
+                 describe: Describe | None = None, timeouts: Mapping[str, float] | None = None,
+                 metrics: Metrics = NO_METRICS) -> None:
         self.db = db
         self.registry = registry
         self.config = config
@@ -131,6 +133,7 @@ class Router:
         self.monotonic = monotonic
         self.spend = SpendTracker(db, now)
         self.describe = describe
+        self.metrics = metrics
         self.timeouts = {**TASK_TIMEOUTS_S, **(timeouts or {})}
         self._context_caps: dict[str, int] = {}  # model id -> budget after a context overflow
         self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow
@@ -276,6 +279,7 @@ class Router:
             result.content + "".join(c.raw_arguments for c in result.tool_calls))
         cost = cost_cents(route.model, input_tokens, output_tokens)
         self._record(route, turn_id, input_tokens, output_tokens, cost, latency_ms, result.provider or route.model.provider)
+        self.metrics.inference(route.model.model_id, latency_ms, cost)
         if usage_estimated:
             log.info("provider reported no usage; cost estimated", extra={"model": route.model.model_id})
         return RoutedResult(result, route, input_tokens, output_tokens, cost, usage_estimated, latency_ms)

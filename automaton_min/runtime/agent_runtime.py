@@ -28,6 +28,7 @@ from automaton_min.inference.providers import Providers
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
 from automaton_min.observe.log import get_logger
+from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
 from automaton_min.store.db import Database, open_database
 from automaton_min.store.identity import read_identity
@@ -64,12 +65,14 @@ class RuntimeHooks:
     """The loop's collaborators, backed by the real stores, policy and injection defence."""
 
     def __init__(self, db: Database, config: Config, home: Home, *, now: Clock, finances: FinancialCache | None,
-                 policy: Any = None, topup: Any = None, key_guard: KeyGuard | None = None) -> None:
+                 policy: Any = None, topup: Any = None, key_guard: KeyGuard | None = None,
+                 metrics: Metrics = NO_METRICS) -> None:
         self.db, self.config, self.home, self.now = db, config, home, now
         self.key_guard = key_guard
         self.financial = finances
         self.policy = policy
         self.topup = topup
+        self.metrics = metrics
         self.previous_tier: str | None = None
         self.remembered_usdc: int | None = None
 
@@ -93,6 +96,7 @@ class RuntimeHooks:
         if self.financial is None:  # no Conway key: credits do not apply to this agent
             return FinancialReading(None, False, None)
         reading = self.financial.reading()
+        self.metrics.balances(reading.credits_cents, reading.usdc_atomic)
         self._remember_usdc(reading.usdc_atomic, now_ms)
         return reading
 
@@ -215,7 +219,7 @@ class Agent:
         self.db.close()
 
 
-def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent:
+def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS) -> Agent:
     """Everything the loop needs, from the home and its config."""
     from automaton_min.agent.policy import default_rules
     from automaton_min.agent.policy.engine import PolicyEngine
@@ -235,7 +239,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
         registry.discover_ollama(config.get("ollamaBaseUrl"))
     providers = Providers(config.values)
     router = Router(db, registry, config.values, providers, session_id=new_ulid(now()), now=now,
-                    describe=providers.context_window)
+                    describe=providers.context_window, metrics=metrics)
 
     conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
     workspace = home.root / "workspace"
@@ -253,14 +257,15 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now) -> Agent
             bootstrap_topup(payer, config.get("conwayApiUrl"), reading.credits_cents, reading.usdc_atomic)
 
     policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
-                          balance_cents=(lambda: finances.reading().credits_cents) if finances else None)
+                          balance_cents=(lambda: finances.reading().credits_cents) if finances else None, metrics=metrics)
     key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes())
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
-                         topup=inline_topup if conway else None, key_guard=key_guard)
+                         topup=inline_topup if conway else None, key_guard=key_guard, metrics=metrics)
     services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
                 "registry": registry, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
-    loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services)
+    loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,
+                     metrics=metrics)
     set_value(db, "start_time", to_iso(now()), now())
     set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
     money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)

@@ -38,6 +38,7 @@ from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.ids import new_ulid
 from automaton_min.observe.log import get_logger
+from automaton_min.observe.metrics import NO_METRICS, Metrics
 
 log = get_logger(__name__)
 
@@ -156,7 +157,7 @@ class PolicyEngine:
 
     def __init__(self, rules: Iterable[Rule], *, db: Any, config: Any, home: Any, workspace: Path | str,
                  now: Clock = system_now, balance_cents: Callable[[], "int | None"] | None = None,
-                 monotonic: Callable[[], float] = time.perf_counter) -> None:
+                 monotonic: Callable[[], float] = time.perf_counter, metrics: Metrics = NO_METRICS) -> None:
         ordered = sorted(rules, key=lambda r: r.priority)  # stable: equal priorities keep their given order
         ids = [r.id for r in ordered]
         if len(ids) != len(set(ids)):
@@ -165,6 +166,7 @@ class PolicyEngine:
         root = getattr(home, "root", home)
         self.env = PolicyEnv(db, config, Path(root), Path(workspace), now, balance_cents)
         self._monotonic = monotonic
+        self.metrics = metrics
 
     def evaluate(self, request: PolicyRequest) -> PolicyDecision:
         """Decide on one call and record the decision; never raises for anything a rule or the model did."""
@@ -200,6 +202,7 @@ class PolicyEngine:
             log.error("policy decision not recorded", extra={"tool": request.tool, "error": str(exc)[:200]})
             return PolicyDecision("deny", DB_UNAVAILABLE, f"the decision could not be recorded ({type(exc).__name__}); refused",
                                   request.spec.risk, evaluated, triggered)
+        self.metrics.policy_decision(request.tool, decision)
         return decision
 
     def authorize(self, spec: ToolSpec, arguments: Mapping[str, Any], authority: Authority, turn_id: str | None,
