@@ -193,3 +193,29 @@ def test_prune_snapshots_in_batches(db, clock):
     assert prune_snapshots(db, clock() + 3 * MINUTE, batch=2) == 2
     assert prune_snapshots(db, clock() + 3 * MINUTE, batch=2) == 1
     assert [r[0] for r in db.query("SELECT id FROM metric_snapshots ORDER BY id")] == ["s3", "s4"]
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+def test_status_shows_the_last_snapshots_alerts(set_up, cli, clock):
+    from automaton_min.store.db import open_database
+
+    result = cli("status", "--json")
+    assert result.code == 0, result.stderr
+    assert (orjson.loads(result.stdout)["alerts"], orjson.loads(result.stdout)["alertsAt"]) == ([], None)
+
+    with open_database(set_up.default_db_path, now=clock) as db:
+        metrics = Metrics(now=clock)
+        metrics.set_gauge(m.CONTEXT_TOKENS, 95_000)
+        report_metrics(context(db, clock, metrics))
+    info = orjson.loads(cli("status", "--json").stdout)
+    assert info["alertsAt"] == to_iso(clock())
+    assert [(a["rule"], a["severity"]) for a in info["alerts"]] == [("context_near_capacity", "warning")]
+    text = cli("status").stdout
+    assert f"warning context_near_capacity: the last prompt held 95000 tokens (over 90000) (as of {to_iso(clock())})" in text
+
+
+def test_latest_alerts_on_a_database_without_the_table(db):
+    db.execute("DROP TABLE metric_snapshots")
+    assert latest_alerts(db) is None

@@ -27,6 +27,14 @@ def _known(value: int | None, at: str | None, render: Callable[[int], str]) -> s
     return None if value is None else f"{render(value)} (as of {at})"
 
 
+def _alerts(info: dict) -> str | None:
+    """The last metric snapshot's active alerts, with when; None when no snapshot was taken yet."""
+    if info["alertsAt"] is None:
+        return None
+    listed = "; ".join(f"{a['severity']} {a['rule']}: {a['message']}" for a in info["alerts"]) or "none"
+    return f"{listed} (as of {info['alertsAt']})"
+
+
 @click.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
@@ -48,6 +56,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")),
         ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
         ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
+        ("alerts", _alerts(info)),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
         ("model", info["model"]),

@@ -10,6 +10,7 @@ from automaton_min import __version__
 from automaton_min.agent.states import read_agent_state
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
+from automaton_min.observe.report_task import latest_alerts
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
@@ -41,6 +42,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         usdc = _json_row(get_value(db, USDC_KEY))
         last_error = _json_row(get_value(db, LAST_ERROR_KEY))
         confinement = get_value(db, CONFINEMENT_KEY)
+        alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
@@ -58,6 +60,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "usdcAt": usdc.get("at") if atomic is not None else None,
         "lastError": last_error if last_error.get("message") else None,
         "confinement": confinement,
+        "alerts": alerts[1] if alerts else [],
+        "alertsAt": alerts[0] if alerts else None,
         "turns": turns,
         "lastTurnAt": last_turn,
         "model": config["inferenceModel"],
