@@ -172,6 +172,14 @@ def test_zero_turns_wakes_an_agent_that_should_be_working_but_not_one_asleep_by_
     assert rows(db)[-1][2] == []
 
 
+def test_zero_turns_is_not_measured_while_dead(db, clock):
+    metrics = Metrics(now=clock)
+    clock.advance(2 * HOUR_MS)
+    set_value(db, "agent_state", "dead", clock())
+    assert report_metrics(context(db, clock, metrics)).wake is None
+    assert {e["name"]: e["value"] for e in rows(db)[-1][1]}[m.TURNS_LAST_HOUR] == -1
+
+
 def test_without_metrics_nothing_is_stored(db, clock):
     assert report_metrics(context(db, clock, None)).wake is None
     assert rows(db) == [] and latest_alerts(db) is None

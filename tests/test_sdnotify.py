@@ -68,6 +68,9 @@ def test_watchdog_interval_from_environment():
     assert watchdog_interval({"WATCHDOG_USEC": "soon"}) is None
     notifier = Notifier(None)
     assert Watchdog.from_environment(notifier, [], {"WATCHDOG_USEC": "1000000"}) is None  # nothing to ping
+    watchdog = Watchdog.from_environment(Notifier("/run/notify"), [Progress("loop")], {"WATCHDOG_USEC": "1000000"})
+    assert watchdog is not None and watchdog.interval_s == 1.0 and watchdog.tick_every == 0.5
+    assert Watchdog.from_environment(Notifier("/run/notify"), [], {}) is None  # no WatchdogSec
 
 
 class Monotonic:

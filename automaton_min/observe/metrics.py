@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.tiers import TIER_RANK, tier_for_credits
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 HISTOGRAM_WINDOW = 1000
 USDC_UNIT = 1_000_000  # atomic units per USDC
 
-Kind = Literal["counter", "gauge", "histogram"]
 Labels = tuple[tuple[str, str], ...]
 
 # The names the runtime records (the alert rules read some of them).
