@@ -12,7 +12,7 @@ from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.observe import metrics as m
 from automaton_min.observe.alerts import AlertEngine, default_rules
 from automaton_min.observe.metrics import Metrics
-from automaton_min.observe.report_task import HOUR_MS, latest_alerts, prune_snapshots, report_metrics
+from automaton_min.observe.report_task import HOUR_MS, latest_alerts, report_metrics
 from automaton_min.store.kv import set_value
 from automaton_min.store.turns import StoredTurn, insert_turn
 
@@ -193,14 +193,6 @@ def test_damaged_alert_rows_are_ignored(db, clock):
                                                     "firedAt": "2026-11-22T10:15:30.250Z", "value": 1.0}])
     db.execute("UPDATE metric_snapshots SET alerts_json = 'not json'")
     assert latest_alerts(db) == (to_iso(clock()), [])
-
-
-def test_prune_snapshots_in_batches(db, clock):
-    for i in range(5):
-        db.execute("INSERT INTO metric_snapshots (id, snapshot_at) VALUES (?, ?)", (f"s{i}", to_iso(clock() + i * MINUTE)))
-    assert prune_snapshots(db, clock() + 3 * MINUTE, batch=2) == 2
-    assert prune_snapshots(db, clock() + 3 * MINUTE, batch=2) == 1
-    assert [r[0] for r in db.query("SELECT id FROM metric_snapshots ORDER BY id")] == ["s3", "s4"]
 
 
 # -- status ------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ turns of the last hour), takes a snapshot of the daemon's metrics, evaluates the
 alert rules, and stores one ``metric_snapshots`` row: ``metrics_json`` the snapshot's
 entries, ``alerts_json`` the active alerts. It asks for a wake only for a critical
 alert that has just fired (``alerts.py``); other alerts are logged and shown by
-``automaton-min status``. It never calls the model. Pruning old rows is the
-retention task's job (``prune_snapshots``).
+``automaton-min status``. It never calls the model. Old rows are the retention
+task's to delete (``heartbeat/retention.py``).
 
 ``turns_last_hour`` is measured only while the agent should be working: it is -1 (not
 measured) while the agent sleeps by its own choice (``sleep_until`` in the future),
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 HOUR_MS = 3_600_000
-SNAPSHOT_KEEP_MS = 7 * 24 * HOUR_MS  # the reference's retention for metric_snapshots
 CREDITS_KEY = "last_known_balance"  # {"cents", "at"}, written by the Conway client
 USDC_KEY = "last_known_usdc"  # {"atomic", "at"}, written by the runtime
 SLEEP_UNTIL_KEY = "sleep_until"
@@ -118,13 +117,6 @@ def latest_alerts(db: "Database") -> tuple[str, list[dict[str, Any]]] | None:
     if row is None:
         return None
     return row[0], [a.to_json() for a in _alerts(row[1])]
-
-
-def prune_snapshots(db: "Database", older_than_ms: int, *, batch: int = 500) -> int:
-    """Delete up to ``batch`` snapshots taken before ``older_than_ms``; returns how many."""
-    db.execute("DELETE FROM metric_snapshots WHERE id IN (SELECT id FROM metric_snapshots WHERE snapshot_at < ? "
-               "ORDER BY snapshot_at LIMIT ?)", (to_iso(older_than_ms), batch))
-    return db.connection.changes()
 
 
 def _alerts(raw: str | None) -> list[Alert]:
