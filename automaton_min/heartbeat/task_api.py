@@ -40,6 +40,8 @@ class TaskContext:
     relay: Any = None  # social.relay.RelayClient when socialRelayUrl is set
     metrics: Any = None  # observe.metrics.Metrics in the daemon
     stop: Any = None  # threading.Event set when the daemon stops: long tasks check it and return early
+    usdc_balance: Callable[[], int] | None = None  # the wallet's USDC (atomic units), read from the chain
+    topup: Callable[[int, int], Any] | None = None  # (credits_cents, usdc_atomic) -> conway.topup.bootstrap_topup
 
 
 TaskFunction = Callable[[TaskContext], TaskResult]
