@@ -215,7 +215,7 @@ def test_send_message_and_modify_heartbeat_delegate(make_ctx) -> None:
     changed: list[tuple] = []
 
     class Relay:
-        def send(self, to, content, reply_to=None):
+        def send(self, to, content, reply_to=None, *, db=None):
             sent.append((to, content, reply_to))
             return {"id": "msg-7"}
 

@@ -19,11 +19,11 @@ log = get_logger(__name__)
 
 
 def receive(db: "Database", message_id: str, from_address: str, raw: str, *, now_ms: int, to_address: str | None = None,
-            reply_to: str | None = None, limiter: RateLimiter | None = None) -> bool:
+            reply_to: str | None = None, limiter: RateLimiter | None = None, signed_by: str | None = None) -> bool:
     """Sanitize and store one incoming message; False when its id was seen before (nothing stored)."""
     cleaned = sanitize(raw, from_address, "message", now_ms=now_ms, limiter=limiter)
     if cleaned.blocked:
         log.warning("blocked an incoming message", extra={"from": from_address, "threat": cleaned.threat,
                                                           "findings": list(cleaned.findings)})
     return insert_message(db, message_id, from_address, cleaned.content, raw_content=raw, to_address=to_address,
-                          reply_to=reply_to, received_at_ms=now_ms)
+                          reply_to=reply_to, received_at_ms=now_ms, signed_by=signed_by)

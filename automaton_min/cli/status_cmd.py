@@ -27,6 +27,12 @@ def _known(value: int | None, at: str | None, render: Callable[[int], str]) -> s
     return None if value is None else f"{render(value)} (as of {at})"
 
 
+def _approvals(waiting: list[dict]) -> str | None:
+    """Pending creator approvals: ``apr_... 2000 cents to 0x... (expires ...)``, or None."""
+    return "; ".join(f"{a['id']} {a['amountCents']} cents to {a['to']} (expires {a['expiresAt']})"
+                     for a in waiting) or None
+
+
 def _alerts(info: dict) -> str | None:
     """The last metric snapshot's active alerts, with when; None when no snapshot was taken yet."""
     if info["alertsAt"] is None:
@@ -57,6 +63,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
         ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("alerts", _alerts(info)),
+        ("approvals", _approvals(info["pendingApprovals"])),
+        ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
         ("model", info["model"]),

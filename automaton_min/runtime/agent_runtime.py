@@ -78,7 +78,11 @@ class RuntimeHooks:
 
     # -- inbox
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
-        return [(m.id, m.content, "external") for m in inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)]
+        from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
+
+        creator = self.config.get("creatorAddress")
+        return [(m.id, m.content, authority_for(m.signed_by, creator))
+                for m in inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)]
 
     def ack_inbox(self, ids: list[str], now_ms: int) -> None:
         inbox.mark_processed(self.db, ids, now_ms)
@@ -166,6 +170,11 @@ class RuntimeHooks:
         from automaton_min.agent.policy.engine import PolicyRequest
 
         decision = self.policy.evaluate(PolicyRequest(spec, arguments, authority, turn_id, calls_this_turn))
+        if decision.action == "quarantine":  # a large transfer waits for the creator's signed approval
+            from automaton_min.social.approvals import hold_quarantined
+
+            return hold_quarantined(self.db, self.config, spec.name, arguments, decision.reason_code,
+                                    decision.message, now_ms=self.now())
         return None if decision.action == "allow" else f"{decision.reason_code}: {decision.message}"
 
     def clean_result(self, text: str, source: str, now_ms: int) -> str:

@@ -8,10 +8,12 @@ import orjson
 
 from automaton_min import __version__
 from automaton_min.agent.states import read_agent_state
+from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
 from automaton_min.observe.report_task import latest_alerts
 from automaton_min.runtime.run_lock import run_holder
+from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value
@@ -43,6 +45,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         last_error = _json_row(get_value(db, LAST_ERROR_KEY))
         confinement = get_value(db, CONFINEMENT_KEY)
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
+        approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
+        relay_dropped = _json_row(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
@@ -62,6 +66,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "confinement": confinement,
         "alerts": alerts[1] if alerts else [],
         "alertsAt": alerts[0] if alerts else None,
+        "pendingApprovals": approvals,
+        "relayDropped": {k: v for k, v in relay_dropped.items() if isinstance(v, int)},
         "turns": turns,
         "lastTurnAt": last_turn,
         "model": config["inferenceModel"],

@@ -57,7 +57,7 @@ CLAIMABLE_SQL = ("SELECT id FROM inbox_messages"
                  " ORDER BY received_at, id LIMIT ?")
 
 _COLUMNS = ("id, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,"
-            " status, retry_count, max_retries")
+            " status, retry_count, max_retries, signed_by")
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,15 @@ class InboxMessage:
     status: str
     retry_count: int
     max_retries: int
+    signed_by: str | None = None  # the verified relay signer (lowercase); None: the message carried no signature
 
 
 def _message(row: tuple) -> InboxMessage:
     (id_, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,
-     status, retry_count, max_retries) = row
+     status, retry_count, max_retries, signed_by) = row
     return InboxMessage(id_, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,
                         status or RECEIVED, int(retry_count or 0),
-                        DEFAULT_MAX_RETRIES if max_retries is None else int(max_retries))
+                        DEFAULT_MAX_RETRIES if max_retries is None else int(max_retries), signed_by)
 
 
 def _ids_param(ids: Iterable[str]) -> str:
@@ -88,13 +89,18 @@ def _ids_param(ids: Iterable[str]) -> str:
 
 
 def insert_message(db: "Database", id: str, from_address: str, content: str, *, raw_content: str | None = None,
-                   to_address: str | None = None, reply_to: str | None = None, received_at_ms: int) -> bool:
-    """Store a new message as ``received``; False (and nothing written) when its id is already there."""
+                   to_address: str | None = None, reply_to: str | None = None, received_at_ms: int,
+                   signed_by: str | None = None) -> bool:
+    """Store a new message as ``received``; False (and nothing written) when its id is already there.
+
+    ``signed_by`` is the relay signer verified at intake (lowercase), never a claimed sender.
+    """
     db.execute(
         "INSERT INTO inbox_messages (id, from_address, content, raw_content, to_address, reply_to, received_at,"
-        " status, retry_count, max_retries) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT(id) DO NOTHING",
+        " status, retry_count, max_retries, signed_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+        " ON CONFLICT(id) DO NOTHING",
         (id, from_address, content, raw_content, to_address, reply_to, to_iso(received_at_ms), RECEIVED,
-         DEFAULT_MAX_RETRIES),
+         DEFAULT_MAX_RETRIES, signed_by),
     )
     return db.connection.changes() > 0
 

@@ -6,9 +6,10 @@ looks only at the tools it applies to and answers ``None`` (no opinion) or a
 first deny wins and stops the evaluation; a quarantine is kept unless a later
 rule denies; with no verdict the call is allowed (``ALLOWED``).
 
-**Quarantine means "not now".** There is no confirmation workflow yet, so callers
-treat a quarantine exactly like a deny (``PolicyDecision.allowed`` is False for
-both); it is recorded separately so a later workflow can find what waited.
+**Quarantine means "not now".** The call does not run (``PolicyDecision.allowed``
+is False, as for a deny). A transfer quarantined for ``CONFIRMATION_REQUIRED``
+becomes a pending approval request (``social.approvals``) that the creator can
+release with a signed relay message; any other quarantine reads as a refusal.
 
 Every evaluation writes one ``policy_decisions`` row: a ULID, the real turn id,
 the tool, the SHA-256 of the arguments' canonical JSON, the tool's risk, the
@@ -211,8 +212,11 @@ class PolicyEngine:
         decision = self.evaluate(PolicyRequest(spec, arguments, authority, turn_id, tuple(calls_this_turn)))
         if decision.allowed:
             return None
-        if decision.action == "quarantine":
-            return f"{decision.reason} (held for confirmation, which is not available yet: treated as refused)"
+        if decision.action == "quarantine":  # a large transfer becomes a request for the creator's approval
+            from automaton_min.social.approvals import hold_quarantined
+
+            return hold_quarantined(self.env.db, self.env.config, spec.name, arguments, decision.reason_code,
+                                    decision.message, now_ms=self.env.now())
         return decision.reason
 
     def _record(self, request: PolicyRequest, decision: PolicyDecision, latency_ms: int) -> None:

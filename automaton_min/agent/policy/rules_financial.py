@@ -13,8 +13,9 @@ here is defence in depth, and it puts the refusal in ``policy_decisions``.
   the reserve cannot be checked, so the transfer waits). The balance is the one
   the runtime supplies, else the last known balance in KV.
 - ``financial.require_confirmation``: an amount above
-  ``requireConfirmationAboveCents`` is quarantined (``CONFIRMATION_REQUIRED``),
-  which callers treat as refused until a confirmation workflow exists.
+  ``requireConfirmationAboveCents`` is quarantined (``CONFIRMATION_REQUIRED``):
+  the call does not run; it becomes a pending approval request that only the
+  creator's signed relay message releases (``social.approvals``).
 - ``financial.x402_domain_allowlist``: the URL's host must be an allowed domain or
   one of its subdomains; an empty list allows nothing (``DOMAIN_NOT_ALLOWED``).
 - ``financial.x402_limits``: a requested ``max_payment_cents`` above

@@ -197,13 +197,13 @@ ENTER_LOW_COMPUTE = Tool(ToolSpec(
 ), run_enter_low_compute)
 
 
-# --------------------------------------------------------------------------- messages (the relay comes with the social issue)
+# --------------------------------------------------------------------------- messages (service "relay": social.relay.RelayClient)
 
 
 def run_send_message(ctx: ToolContext, args: dict[str, Any]) -> str:
     relay = need(ctx, "relay")
     try:
-        answer = relay.send(args["to_address"], args["content"], args.get("reply_to"))
+        answer = relay.send(args["to_address"], args["content"], args.get("reply_to"), db=ctx.db)
     except AutomatonError as exc:
         raise ToolFailure(f"message not sent: {exc}") from None
     ident = answer.get("id") if isinstance(answer, dict) else getattr(answer, "id", answer)

@@ -1,0 +1,1 @@
+"""The social relay: signed messages between agents, verified intake, creator approvals."""

@@ -1,0 +1,186 @@
+"""Creator approvals: a credit transfer above ``requireConfirmationAboveCents`` waits for the creator's signed word.
+
+Lifecycle of a ``pending_approvals`` row::
+
+    pending --creator's "approve <id>" (verified, before expires_at)--> approved --claimed once--> releasing
+        |                                                                   --> released | failed
+        +--creator's "reject <id>"--> rejected
+        +--expires_at passes--> expired
+
+* ``hold`` (called when the policy quarantines a transfer) stores the request and tells the agent its id; the
+  agent reports it to the creator with ``send_message``. The same call asked again reuses the pending request.
+* ``decide`` runs at intake, inside the transaction that stores the creator's message, and only for a message
+  whose relay signature was verified to be the creator's. One guarded UPDATE moves ``pending`` to ``approved``:
+  a second approval (a replay, a re-send) finds nothing pending and releases nothing.
+* ``release_approved`` runs after intake: each approved row is claimed (``releasing``) in its own UPDATE, then the
+  transfer goes through ``treasury.transfers.transfer_credits`` with every treasury limit, at most once: a crash
+  during the call leaves the row ``releasing``, never retried.
+
+The creator's command is the whole message text: ``approve <id>`` or ``reject <id>`` (ids look like
+``apr_01J...``), e.g. ``automaton-min send <agent address> "approve apr_01J..."`` from the creator's own agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any, Mapping
+
+import orjson
+
+from automaton_min.clock import Clock, to_iso
+from automaton_min.config import DEFAULT_TREASURY_POLICY
+from automaton_min.errors import RuntimeFailure
+from automaton_min.ids import new_ulid
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+DEFAULT_EXPIRY_HOURS = 24
+EXPIRY_KEY = "approvalExpiryHours"
+KINDS = ("transfer_credits",)
+CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
+_COMMAND = re.compile(r"(approve|reject) (apr_[0-9A-HJKMNP-TV-Z]{26})")
+
+
+def parse_command(content: str) -> tuple[str, str] | None:
+    """``("approve"|"reject", request id)`` when the whole text is a command, else None."""
+    match = _COMMAND.fullmatch(content.strip()) if isinstance(content, str) else None
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _setting(config: Any, key: str) -> Any:
+    return config.get(key) if config is not None else None
+
+
+def expiry_ms(config: Any) -> int:
+    hours = _setting(config, EXPIRY_KEY)
+    return int(hours if isinstance(hours, int) and hours > 0 else DEFAULT_EXPIRY_HOURS) * 3_600_000
+
+
+def _params_hash(kind: str, params: Mapping[str, Any]) -> str:
+    return hashlib.sha256(kind.encode() + b"\0" + orjson.dumps(dict(params), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amount_cents: int, *, now_ms: int) -> str:
+    """Store (or find) the pending request for this call; the text the agent reads."""
+    creator = _setting(config, "creatorAddress")
+    if not creator or not (_setting(config, "socialRelayUrl") or "").strip():
+        return (f"{CONFIRMATION_REQUIRED}: {amount_cents} cents needs the creator's approval, which arrives over the "
+                "social relay; with no creatorAddress or no socialRelayUrl it cannot be approved: refused")
+    digest = _params_hash(kind, params)
+    with db.transaction():
+        row = db.query_one("SELECT id, expires_at FROM pending_approvals WHERE status = 'pending' AND kind = ?"
+                           " AND params_hash = ? AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
+                           (kind, digest, to_iso(now_ms)))
+        if row is None:
+            request_id, expires = "apr_" + new_ulid(now_ms), to_iso(now_ms + expiry_ms(config))
+            db.execute("INSERT INTO pending_approvals (id, kind, params, params_hash, amount_cents, status, created_at,"
+                       " expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                       (request_id, kind, orjson.dumps(dict(params)).decode(), digest, amount_cents, to_iso(now_ms),
+                        expires))
+        else:
+            request_id, expires = row
+    return (f"{CONFIRMATION_REQUIRED}: {amount_cents} cents is above requireConfirmationAboveCents, so this transfer "
+            f"was NOT made. It waits as approval request {request_id} until {expires}. Tell your creator ({creator}) "
+            f"with send_message: they release it by sending you, signed from their address, exactly: "
+            f"approve {request_id}  (or: reject {request_id}). Do not call the transfer again; it runs by itself "
+            "once approved, within the treasury limits.")
+
+
+def hold_quarantined(db: "Database", config: Any, tool: str, arguments: Mapping[str, Any], reason_code: str,
+                     message: str, *, now_ms: int) -> str:
+    """The refusal text for a quarantined call: a pending approval for a large transfer, else the plain refusal."""
+    amount = arguments.get("amount_cents")
+    if reason_code != CONFIRMATION_REQUIRED or tool not in KINDS or not isinstance(amount, int):
+        return f"{reason_code}: {message}"
+    params = {k: arguments[k] for k in ("to_address", "amount_cents", "reason") if k in arguments}
+    return hold(db, config, tool, params, amount, now_ms=now_ms)
+
+
+def decide(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:
+    """Apply the creator's verified ``approve``/``reject``; a short note on what happened (nothing for a mismatch)."""
+    verb, request_id = command
+    status = "approved" if verb == "approve" else "rejected"
+    db.execute("UPDATE pending_approvals SET status = ?, decided_by_message = ?, decided_at = ?"
+               " WHERE id = ? AND status = 'pending' AND expires_at > ?",
+               (status, message_id, to_iso(now_ms), request_id, to_iso(now_ms)))
+    if db.connection.changes() == 1:
+        return f"approval request {request_id} {status}" + ("; the transfer runs now" if status == "approved" else "")
+    row = db.query_one("SELECT status, expires_at FROM pending_approvals WHERE id = ?", (request_id,))
+    if row is None:
+        return f"no approval request {request_id}; nothing released"
+    if row[0] == "pending":
+        return f"approval request {request_id} expired at {row[1]}; nothing released"
+    return f"approval request {request_id} is already {row[0]}; nothing released"
+
+
+def expire(db: "Database", now_ms: int) -> int:
+    """Mark pending requests past their expiry ``expired``; returns how many."""
+    db.execute("UPDATE pending_approvals SET status = 'expired', decided_at = ? WHERE status = 'pending'"
+               " AND expires_at <= ?", (to_iso(now_ms), to_iso(now_ms)))
+    return db.connection.changes()
+
+
+def pending(db: "Database", now_ms: int) -> list[dict[str, Any]]:
+    """Requests still waiting (not yet expired), oldest first; [] when the table does not exist (an old database)."""
+    if not db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_approvals'"):
+        return []
+    rows = db.query("SELECT id, kind, params, amount_cents, created_at, expires_at FROM pending_approvals"
+                    " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, id", (to_iso(now_ms),))
+    out = []
+    for ident, kind, params, amount, created, expires in rows:
+        try:
+            to = orjson.loads(params).get("to_address")
+        except (orjson.JSONDecodeError, AttributeError):
+            to = None
+        out.append({"id": ident, "kind": kind, "amountCents": amount, "to": to, "createdAt": created,
+                    "expiresAt": expires})
+    return out
+
+
+def release_approved(db: "Database", conway: Any, config: Any, now: Clock) -> list[str]:
+    """Run every approved request once through the guarded transfer path; one outcome line per request."""
+    outcomes = []
+    for (request_id,) in db.query("SELECT id FROM pending_approvals WHERE status = 'approved' ORDER BY decided_at, id"):
+        if conway is None:
+            outcomes.append(f"approval {request_id} waits: no Conway client to make the transfer")
+            continue
+        with db.transaction():
+            db.execute("UPDATE pending_approvals SET status = 'releasing' WHERE id = ? AND status = 'approved'",
+                       (request_id,))
+            claimed = db.connection.changes() == 1
+            row = db.query_one("SELECT kind, params FROM pending_approvals WHERE id = ?", (request_id,))
+        if not claimed or row is None:
+            continue
+        status, text = _release(db, conway, config, now, row[0], orjson.loads(row[1]))
+        db.execute("UPDATE pending_approvals SET status = ?, result = ? WHERE id = ?", (status, text[:1000], request_id))
+        outcomes.append(f"approval {request_id} {status}: {text}")
+    return outcomes
+
+
+def _release(db: "Database", conway: Any, config: Any, now: Clock, kind: str, params: dict[str, Any]) -> tuple[str, str]:
+    from automaton_min.conway.client import ConwayError
+    from automaton_min.treasury.spend import SpendTracker
+    from automaton_min.treasury.transfers import TransferRefused, transfer_credits
+
+    if kind != "transfer_credits":
+        return "failed", f"unknown kind {kind!r}"
+    amount = params.get("amount_cents")
+    policy = {**DEFAULT_TREASURY_POLICY, **(_setting(config, "treasuryPolicy") or {})}
+    try:
+        balance: int | None = conway.credits_balance()
+    except RuntimeFailure:
+        balance = None
+    if balance is not None and isinstance(amount, int) and amount * 2 > balance:
+        return "failed", f"{amount} cents is more than half of the balance of {balance} cents; not sent"
+    try:
+        result = transfer_credits(db, conway, policy, to_address=params.get("to_address"), amount_cents=amount,
+                                  note=params.get("reason"), transfers_this_turn=0, balance_cents=balance,
+                                  spend=SpendTracker(db, now))
+    except TransferRefused as exc:
+        return "failed", str(exc)
+    except ConwayError as exc:
+        refused = exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
+        return "failed", (f"refused by Conway: {exc}" if refused else f"outcome unknown, counted as spent: {exc}")
+    return "released", f"sent {result.amount_cents} cents to {result.to_address} (status {result.status})"

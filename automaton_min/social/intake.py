@@ -1,0 +1,200 @@
+"""Relay messages entering the inbox: every one checked, the accepted ones stored, then the cursor saved.
+
+Checks, in order; a message that fails one is dropped and counted under its reason (KV ``social_dropped``):
+
+* ``malformed``: no id, a sender that is not an address, content that is not text;
+* ``oversize``: content over 64,000 characters, or the whole message over 128,000;
+* ``wrong_recipient``: addressed to another wallet;
+* ``replay``: an id already seen, or a signed message whose signed digest (the canonical string's keccak, so a
+  re-encoded signature counts too) was already accepted; both kept in ``heartbeat_dedup`` for 30 days;
+* ``bad_signature``: a ``signature`` that does not recover to the ``from`` address over the send canonical string;
+* ``stale``: ``signedAt`` more than 5 minutes before the relay's ``createdAt``, or more than 60 s after it. The
+  relay's time is used, not ours, so messages queued while this device was off are still accepted.
+
+A message without a signature is stored as unverified (``signed_by`` NULL) and never carries creator authority;
+only a verified signer equal to ``creatorAddress`` does (``authority_for``). A verified creator message whose text
+is an approval command decides that pending approval in the same transaction (``social.approvals``).
+
+Everything, including the new cursor (KV ``social_inbox_cursor``), is written in one transaction, the cursor
+last: the cursor never moves past a message that was not stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from automaton_min.agent.intake import receive
+from automaton_min.chain.address import is_address
+from automaton_min.clock import from_iso, to_iso
+from automaton_min.social import approvals
+from automaton_min.social.protocol import (
+    MAX_CONTENT_CHARS,
+    MAX_FUTURE_SKEW_MS,
+    MAX_MESSAGE_CHARS,
+    REPLAY_WINDOW_MS,
+    recover_send_signer,
+    signed_digest,
+)
+from automaton_min.store.kv import get_value, set_value
+
+if TYPE_CHECKING:
+    from automaton_min.social.relay import PollResult
+    from automaton_min.store.db import Database
+
+CURSOR_KEY = "social_inbox_cursor"
+DROPPED_KEY = "social_dropped"
+DEDUP_TASK = "check_social_inbox"
+REPLAY_KEY_TTL_MS = 30 * 86_400_000
+MAX_ID_CHARS = 200
+DROP_REASONS = ("malformed", "oversize", "wrong_recipient", "replay", "bad_signature", "stale")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    id: str
+    from_address: str
+    signed_by: str | None
+    creator: bool
+    note: str | None = None  # what an approval command in the message did
+
+
+@dataclass
+class IntakeReport:
+    stored: list[Accepted] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    cursor: str | None = None
+
+
+def authority_for(signed_by: str | None, creator_address: str | None) -> str:
+    """``creator`` only for a verified signature by the configured creator; otherwise ``external``."""
+    if signed_by and creator_address and signed_by.lower() == creator_address.lower():
+        return "creator"
+    return "external"
+
+
+def ingest(db: "Database", result: "PollResult", *, self_address: str, creator_address: str | None,
+           now_ms: int) -> IntakeReport:
+    """Check, store and count one poll's messages, then save its cursor; all in one transaction."""
+    report = IntakeReport()
+    with db.transaction():
+        for message in result.messages:
+            verdict = _check(db, message, self_address.lower(), now_ms)
+            if isinstance(verdict, str):
+                report.dropped[verdict] = report.dropped.get(verdict, 0) + 1
+                continue
+            report.stored.append(_store(db, message, verdict, creator_address, now_ms))
+        if report.dropped:
+            _count_drops(db, report.dropped, now_ms)
+        _expire_keys(db, now_ms)
+        if result.next_cursor and result.next_cursor != get_value(db, CURSOR_KEY):  # an idle poll writes nothing
+            set_value(db, CURSOR_KEY, result.next_cursor, now_ms)
+        report.cursor = result.next_cursor
+    return report
+
+
+def saved_cursor(db: "Database") -> str | None:
+    return get_value(db, CURSOR_KEY)
+
+
+def dropped_counts(db: "Database") -> dict[str, int]:
+    """Dropped relay messages by reason, since this database began counting."""
+    try:
+        value = orjson.loads(get_value(db, DROPPED_KEY) or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return {k: v for k, v in value.items() if isinstance(v, int)} if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class _Verified:
+    signer: str | None
+    digest: str | None
+
+
+def _text(message: dict[str, Any], *names: str) -> str | None:
+    for name in names:
+        value = message.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: int) -> "_Verified | str":
+    """The verified signer, or the reason the message is dropped."""
+    ident, sender, content = _text(message, "id"), _text(message, "from"), message.get("content")
+    if not ident or len(ident) > MAX_ID_CHARS or not sender or not is_address(sender) or not isinstance(content, str):
+        return "malformed"
+    if len(content) > MAX_CONTENT_CHARS or len(orjson.dumps(message)) > MAX_MESSAGE_CHARS:
+        return "oversize"
+    to = _text(message, "to")
+    if to is not None and to.lower() != self_address:
+        return "wrong_recipient"
+    if _seen(db, f"social:id:{ident}") or db.scalar("SELECT 1 FROM inbox_messages WHERE id = ?", (ident,)):
+        return "replay"
+    signed_at = _text(message, "signedAt", "signed_at")
+    signature = message.get("signature")
+    verified = _Verified(None, None)
+    if signature is not None:
+        if not isinstance(signature, str) or signed_at is None:
+            return "bad_signature"
+        signer = recover_send_signer(to or self_address, content, signed_at, signature)
+        if signer is None or signer != sender.lower():
+            return "bad_signature"
+        verified = _Verified(signer, signed_digest(to or self_address, content, signed_at))
+        if _seen(db, f"social:signed:{verified.digest}"):
+            return "replay"
+    if signed_at is not None and not _fresh(signed_at, _text(message, "createdAt", "created_at"), now_ms):
+        return "stale"
+    return verified
+
+
+def _fresh(signed_at: str, created_at: str | None, now_ms: int) -> bool:
+    try:
+        signed = from_iso(signed_at)
+        created = from_iso(created_at) if created_at else now_ms
+    except ValueError:
+        return False
+    return created - REPLAY_WINDOW_MS <= signed <= created + MAX_FUTURE_SKEW_MS
+
+
+def _seen(db: "Database", key: str) -> bool:
+    return bool(db.scalar("SELECT 1 FROM heartbeat_dedup WHERE dedup_key = ?", (key,)))
+
+
+def _remember(db: "Database", key: str, now_ms: int) -> None:
+    db.execute("INSERT OR REPLACE INTO heartbeat_dedup (dedup_key, task_name, expires_at, created_at) VALUES (?, ?, ?, ?)",
+               (key, DEDUP_TASK, to_iso(now_ms + REPLAY_KEY_TTL_MS), to_iso(now_ms)))
+
+
+def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator_address: str | None,
+           now_ms: int) -> Accepted:
+    ident, sender, content = message["id"], message["from"].lower(), message["content"]
+    reply_to = _text(message, "replyTo", "reply_to")
+    receive(db, ident, sender, content, now_ms=now_ms, to_address=_text(message, "to"), reply_to=reply_to,
+            signed_by=verified.signer)
+    _remember(db, f"social:id:{ident}", now_ms)
+    if verified.digest:
+        _remember(db, f"social:signed:{verified.digest}", now_ms)
+    creator = authority_for(verified.signer, creator_address) == "creator"
+    note = None
+    if creator:
+        command = approvals.parse_command(content)
+        if command is not None:
+            note = approvals.decide(db, command, message_id=ident, now_ms=now_ms)
+            db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?", (f"\n[automaton-min: {note}]", ident))
+    return Accepted(ident, sender, verified.signer, creator, note)
+
+
+def _count_drops(db: "Database", dropped: dict[str, int], now_ms: int) -> None:
+    totals = dropped_counts(db)
+    for reason, n in dropped.items():
+        totals[reason] = totals.get(reason, 0) + n
+    set_value(db, DROPPED_KEY, orjson.dumps(totals).decode(), now_ms)
+
+
+def _expire_keys(db: "Database", now_ms: int, batch: int = 200) -> None:
+    db.execute("DELETE FROM heartbeat_dedup WHERE dedup_key IN (SELECT dedup_key FROM heartbeat_dedup"
+               " WHERE task_name = ? AND expires_at < ? LIMIT ?)", (DEDUP_TASK, to_iso(now_ms), batch))

@@ -1,0 +1,98 @@
+"""The heartbeat task ``check_social_inbox``: poll the relay, store what passes intake, release approvals.
+
+It asks for a wake through ``TaskResult.wake`` (with ``wake_payload["source"] == "social"``) and never through
+``WakeBus`` itself: the scheduler stores the one wake event. After a failed poll it backs off (KV
+``social_poll_backoff``: 1 min, doubling to 30 min; the reference waited a flat 5 min); a poll that finds nothing
+writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from automaton_min.clock import to_iso
+from automaton_min.errors import RuntimeFailure
+from automaton_min.heartbeat.task_api import TaskContext, TaskResult
+from automaton_min.observe.log import get_logger
+from automaton_min.social import approvals
+from automaton_min.social.intake import authority_for, ingest, saved_cursor
+from automaton_min.social.relay import POLL_LIMIT
+from automaton_min.store.kv import delete_value, get_value, set_value
+
+if TYPE_CHECKING:
+    from automaton_min.social.intake import IntakeReport
+
+log = get_logger(__name__)
+
+POLL_INTERVAL_KEY = "socialPollIntervalSeconds"
+DEFAULT_POLL_INTERVAL_S = 120
+BACKOFF_KEY = "social_poll_backoff"
+BACKOFF_BASE_MS = 60_000
+BACKOFF_MAX_MS = 30 * 60_000
+MAX_PAGES = 5
+
+
+def poll_interval_s(config: Any) -> int:
+    """Seconds between polls: ``socialPollIntervalSeconds``, default 120 (the reference's 2 minutes)."""
+    value = config.get(POLL_INTERVAL_KEY) if config is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else DEFAULT_POLL_INTERVAL_S
+
+
+def _backoff(ctx: TaskContext) -> dict[str, Any]:
+    try:
+        value = orjson.loads(get_value(ctx.db, BACKOFF_KEY) or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def check_social_inbox(ctx: TaskContext) -> TaskResult:
+    """Poll, verify and store relay messages; wake the agent when any were stored or an approval ran."""
+    if ctx.relay is None:
+        return TaskResult("no relay configured (socialRelayUrl is empty)")
+    now_ms = ctx.now()
+    approvals.expire(ctx.db, now_ms)
+    backoff = _backoff(ctx)
+    if isinstance(backoff.get("untilMs"), int) and now_ms < backoff["untilMs"]:
+        return TaskResult(f"relay poll skipped: backing off until {to_iso(backoff['untilMs'])}")
+    creator = ctx.config.get("creatorAddress") if ctx.config is not None else None
+    stored, dropped = [], 0
+    try:
+        for _ in range(MAX_PAGES):
+            result = ctx.relay.poll(saved_cursor(ctx.db), POLL_LIMIT)
+            report: IntakeReport = ingest(ctx.db, result, self_address=ctx.wallet_address, creator_address=creator,
+                                          now_ms=ctx.now())
+            stored += report.stored
+            dropped += sum(report.dropped.values())
+            if len(result.messages) < POLL_LIMIT or not result.next_cursor:
+                break
+    except RuntimeFailure as exc:  # network, breaker open, an answer that is not the wire format
+        failures = int(backoff.get("failures") or 0) + 1
+        wait_ms = min(BACKOFF_BASE_MS * 2 ** (failures - 1), BACKOFF_MAX_MS)
+        set_value(ctx.db, BACKOFF_KEY, orjson.dumps({"failures": failures, "untilMs": now_ms + wait_ms,
+                                                     "error": str(exc)[:300]}).decode(), now_ms)
+        log.warning("relay poll failed; backing off", extra={"error": str(exc)[:200], "wait_s": wait_ms // 1000})
+        return TaskResult(f"relay poll failed ({exc}); next try in {wait_ms // 1000} s")
+    if backoff:
+        delete_value(ctx.db, BACKOFF_KEY)
+    outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
+    summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
+    if not stored and not outcomes:
+        return TaskResult(summary)
+    return TaskResult(summary, wake=wake_reason(stored, creator, outcomes),
+                      wake_payload={"source": "social", "messageIds": [m.id for m in stored]})
+
+
+def wake_reason(stored: list, creator: str | None, outcomes: list[str]) -> str:
+    """``"2 new message(s) from 0xabc... (creator), 0xdef..."`` plus what approvals did."""
+    parts = []
+    if stored:
+        senders = list(dict.fromkeys(
+            m.from_address + (" (creator)" if authority_for(m.signed_by, creator) == "creator" else
+                              "" if m.signed_by else " (unverified)") for m in stored))
+        shown = ", ".join(senders[:3]) + (f" and {len(senders) - 3} more" if len(senders) > 3 else "")
+        parts.append(f"{len(stored)} new message(s) from {shown}")
+    parts += outcomes
+    return "; ".join(parts)

@@ -1,0 +1,48 @@
+"""Tables of the social relay and creator approvals (migration 106).
+
+* ``inbox_messages.signed_by``: the address whose relay signature was verified at intake (lowercase), NULL for a
+  message that carried no signature. Authority is decided from it when the loop claims the message, against the
+  creator address configured then.
+* ``social_outbound``: one row per send attempt, for the rolling-hour limit shared by the daemon and the CLI.
+* ``pending_approvals``: transfers held for the creator's signed approval.
+
+Replay keys live in the runtime's ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``) with an expiry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from automaton_min.store.migrations import add_missing_columns, migration
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+SOCIAL_TABLES = """
+CREATE TABLE IF NOT EXISTS social_outbound (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sent_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_social_outbound_at ON social_outbound(sent_at);
+CREATE TABLE IF NOT EXISTS pending_approvals (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    params TEXT NOT NULL,
+    params_hash TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'approved', 'releasing', 'released', 'failed', 'expired', 'rejected')),
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    decided_by_message TEXT,
+    decided_at TEXT,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_pending_approvals_status ON pending_approvals(status, expires_at);
+"""
+
+
+@migration(106, "social_relay_and_approvals")
+def create_social_tables(db: "Database") -> None:
+    db.execute(SOCIAL_TABLES)
+    add_missing_columns(db, "inbox_messages", {"signed_by": "TEXT"})
