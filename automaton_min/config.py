@@ -55,6 +55,10 @@ DEFAULT_SOUL_CONFIG: dict[str, Any] = {
     "enableSoulReflection": True,
 }
 
+DEFAULT_RETENTION: dict[str, Any] = {
+    "turnsKeep": 10_000,  # the heartbeat's retention task keeps this many newest turns
+}
+
 DEFAULTS: dict[str, Any] = {
     "conwayApiUrl": "https://api.conway.tech",
     "inferenceModel": "gpt-5.2",
@@ -72,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "treasuryPolicy": DEFAULT_TREASURY_POLICY,
     "modelStrategy": DEFAULT_MODEL_STRATEGY,
     "soulConfig": DEFAULT_SOUL_CONFIG,
+    "retention": DEFAULT_RETENTION,
 }
 
 # Environment variables that override a key for this process only (never saved).
@@ -146,6 +151,20 @@ def _choice(*options: str) -> Rule:
     return check
 
 
+def _timezone(value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return "expected an IANA time zone name such as Europe/Berlin, or UTC"
+    if value.upper() == "UTC":
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        return "expected an IANA time zone name this system knows, such as Europe/Berlin, or UTC"
+    return None
+
+
 def _chain_type(value: Any) -> str | None:
     if value == "solana":
         return "solana is not supported by automaton-min; only evm"
@@ -190,6 +209,8 @@ RULES: dict[str, Rule] = {
     "logLevel": _choice(*LOG_LEVELS),
     "chainType": _chain_type,
     "heartbeatConfigPath": _text(4096, required=True),
+    "heartbeatTimezone": _timezone,  # the heartbeat's crons run in this zone; unset: UTC
+    "retention.turnsKeep": _integer(100, 100_000_000),
     "dbPath": _text(4096, required=True),
     "skillsDir": _text(4096, required=True),
     "version": _text(100),
@@ -213,7 +234,7 @@ RULES: dict[str, Rule] = {
     "soulConfig.enableSoulReflection": _boolean,
 }
 
-_SECTIONS = ("treasuryPolicy", "modelStrategy", "soulConfig")
+_SECTIONS = ("treasuryPolicy", "modelStrategy", "soulConfig", "retention")
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,7 @@ class Ran:
     error: str | None = None
     wake: str | None = None
     retry_at: int | None = None
+    summary: str = ""
 
 
 @dataclass
@@ -174,13 +175,31 @@ class Scheduler:
 
     def prepare(self, db: "Database") -> None:
         """At start: import a reference heartbeat.yml once, then insert the default rows that are missing."""
-        from automaton_min.heartbeat.yml_import import import_once
+        from automaton_min.heartbeat.control import ensure_schedule
 
-        import_once(db, self.home, self.config, set(self.tasks) | set(self.extra_tasks) | {d.name for d in self.defaults},
-                    self.now())
-        added = sched.seed(db, self.defaults, self.now())
+        added = ensure_schedule(db, self.home, self.config, self.now(), defaults=self.defaults,
+                                known=set(self.tasks) | set(self.extra_tasks))
         if added:
             log.info("heartbeat schedule: rows added", extra={"tasks": added})
+
+    def run_task(self, db: "Database", name: str) -> Ran:
+        """Run ``name`` now, whatever its cron (enabled, tier and lease still apply): the CLI without a daemon."""
+        from automaton_min.errors import UserError
+
+        row = sched.read_row(db, name)
+        if row is None:
+            raise UserError(f"no heartbeat task named {name!r}")
+        tier = self.tier_of(db)
+        if not row.enabled:
+            raise UserError(f"heartbeat task {name!r} is disabled; enable it first: automaton-min heartbeat enable {name}")
+        if TIER_RANK[tier] < TIER_RANK[row.tier_minimum]:
+            raise UserError(f"heartbeat task {name!r} runs at tier {row.tier_minimum} or better; the agent is {tier}")
+        function = self.function(name)
+        if function is None:
+            raise UserError(f"heartbeat task {name!r} only runs inside the daemon (automaton-min run)")
+        if not sched.acquire_lease(db, name, self.owner, self.now()):
+            raise UserError(f"heartbeat task {name!r} is running elsewhere (its lease is held)")
+        return self._execute(db, row, function)
 
     def _due_at(self, row: sched.ScheduleRow, now_ms: int) -> int | None:
         """When ``row`` is next due (epoch ms; may be in the past), ignoring tier and lease; None: never."""
@@ -309,16 +328,17 @@ class Scheduler:
         if result.wake:
             self._wake(db, row.task_name, result)
         log.debug("heartbeat task done", extra={"task": row.task_name, "summary": result.summary[:200]})
-        return Ran(row.task_name, "success", wake=result.wake)
+        return Ran(row.task_name, "success", wake=result.wake, summary=result.summary)
 
     def _wake(self, db: "Database", name: str, result: TaskResult) -> None:
         payload = {"task": name, **result.wake_payload}
+        source = str(payload.get("source") or "heartbeat")  # "social": work the loop reads from the inbox
         if self.wake_bus is not None:
-            self.wake_bus.request(db, "heartbeat", result.wake or "", payload, now_ms=self.now())
+            self.wake_bus.request(db, source, result.wake or "", payload, now_ms=self.now())
         else:  # no daemon (a CLI run): store it for the agent's next start
             from automaton_min.runtime.wake import post_wake
 
-            post_wake(db, "heartbeat", result.wake or "", payload, now_ms=self.now())
+            post_wake(db, source, result.wake or "", payload, now_ms=self.now())
 
     def _work(self, run: _Run, function: TaskFunction) -> None:
         """The worker thread: its own connection, the task, and the lease released when it really ends."""

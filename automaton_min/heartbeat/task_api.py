@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """What a task did: a short summary for ``heartbeat_history``/logs, and a wake reason when the agent must act."""
+    """What a task did: a short summary for ``heartbeat_history``/logs, and a wake reason when the agent must act.
+
+    The scheduler stores the one wake event with source ``wake_payload["source"]`` when given (``social`` for
+    messages the loop reads from the inbox), else ``heartbeat``."""
 
     summary: str = ""
     wake: str | None = None
