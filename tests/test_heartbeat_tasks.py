@@ -244,3 +244,19 @@ def test_heartbeat_config_keys_are_validated():
         validate({"retention": {"turnsKeep": 5}})
     with pytest.raises(ConfigError, match="retention: expected an object"):
         validate({"retention": 7})
+
+
+def test_check_usdc_balance_reads_the_chain_hourly_at_a_healthy_tier(db, home, clock):
+    reads = []
+
+    def reader():
+        reads.append(clock())
+        return 7_000_000
+
+    tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader))
+    clock.advance(5 * 60_000)
+    assert "within the hour" in tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader)).summary
+    tasks.check_usdc_balance(ctx_for(db, home, clock, tier="low_compute", usdc_balance=reader))
+    clock.advance(HOUR)
+    tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader))
+    assert len(reads) == 3

@@ -140,8 +140,13 @@ def failure_streak(db: "Database", name: str) -> int:
 
 
 def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, completed_ms: int, duration_ms: int,
-           error: str | None, owner: str | None, release: bool = True) -> int | None:
+           error: str | None, owner: str | None, release: bool = True, routine: bool = False) -> int | None:
     """Write one history row and the schedule's outcome; returns the retry time set, if any.
+
+    ``routine``: a success that asked for nothing, after a success: only the schedule row
+    changes (its counters, last run), no history row. History keeps every other outcome
+    (failures, timeouts, skips, wakes, the first success after anything else), which keeps
+    an idle device's writes small.
 
     ``max_retries`` counts retries after the first failure: with 1, a failure is
     retried once, 30 s later (the reference counted the failure just written and
@@ -149,10 +154,11 @@ def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, co
     """
     retry_at = None
     with db.transaction():
-        db.execute("INSERT INTO heartbeat_history (id, task_name, started_at, completed_at, result, duration_ms, error)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (new_ulid(started_ms), row.task_name, to_iso(started_ms), to_iso(completed_ms), result,
-                    duration_ms, error[:1000] if error else None))
+        if not (routine and result == "success" and row.last_result == "success"):
+            db.execute("INSERT INTO heartbeat_history (id, task_name, started_at, completed_at, result, duration_ms,"
+                       " error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (new_ulid(started_ms), row.task_name, to_iso(started_ms), to_iso(completed_ms), result,
+                        duration_ms, error[:1000] if error else None))
         failed = result in ("failure", "timeout")
         if failed and failure_streak(db, row.task_name) - 1 < row.max_retries:
             retry_at = completed_ms + RETRY_DELAY_MS

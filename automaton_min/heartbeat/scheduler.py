@@ -324,7 +324,7 @@ class Scheduler:
             return Ran(row.task_name, "failure", run.error, retry_at=retry)
         result = run.result or TaskResult()
         sched.record(db, row, "success", started_ms=started_ms, completed_ms=self.now(), duration_ms=duration_ms,
-                     error=None, owner=self.owner)
+                     error=None, owner=self.owner, routine=not result.wake)
         if result.wake:
             self._wake(db, row.task_name, result)
         log.debug("heartbeat task done", extra={"task": row.task_name, "summary": result.summary[:200]})

@@ -26,7 +26,7 @@ log = get_logger(__name__)
 DEAD_GRACE_MS = 3_600_000  # zero credits this long (confirmed) and the agent is dead
 DISTRESS_WAKE_EVERY_MS = 3_600_000  # a distress or failed top-up wakes the agent at most this often
 ZERO_SINCE_KEY = "zero_credits_since"
-TOPUP_USD = 5
+USDC_HEALTHY_EVERY_MS = 3_600_000  # at normal or high tier the wallet is read hourly, not every 5 minutes
 FUNDING_HINT = "Use credit transfer API from a creator runtime to top this wallet up."
 
 # name, cron, lowest tier, timeout, retries, priority. The reference's crons where it has them.
@@ -42,6 +42,14 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("retention", "41 * * * *", "dead", 120_000, 1, 9),
 )
 EXTERNAL_TASKS = ("check_social_inbox", "report_metrics")
+
+
+def _json(raw: str | None) -> dict:
+    try:
+        value = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def dollars(cents: int | None) -> str:
@@ -141,7 +149,9 @@ def check_credits(ctx: TaskContext) -> TaskResult:
 
 
 def check_usdc_balance(ctx: TaskContext) -> TaskResult:
-    """KV ``last_usdc_check``; when critical or dead with $5 of USDC, the bootstrap top-up (its cool-downs)."""
+    """KV ``last_usdc_check``; when critical or dead with $5 of USDC, the bootstrap top-up (its cool-downs).
+
+    At normal or high tier the chain is asked at most hourly (a top-up is not needed there)."""
     if ctx.usdc_balance is None:
         return TaskResult("no USDC reader in this run")
     from automaton_min.agent.survival import TOPUP_MIN_USDC_ATOMIC
@@ -151,14 +161,20 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     from automaton_min.runtime.status import USDC_KEY
 
     now_ms = ctx.now()
+    last = _json(get_value(ctx.db, "last_usdc_check"))
+    last_at = epoch_ms(last.get("timestamp")) if isinstance(last.get("timestamp"), str) else None
+    if ctx.tier in ("normal", "high") and last_at is not None and 0 <= now_ms - last_at < USDC_HEALTHY_EVERY_MS:
+        return TaskResult("USDC read within the hour; not needed more often at this tier")
     usdc = ctx.usdc_balance()
     cents = _cached_cents(ctx)
-    set_json(ctx.db, "last_usdc_check", {"balance": usdc, "credits": cents, "timestamp": to_iso(now_ms)}, now_ms)
-    set_json(ctx.db, USDC_KEY, {"atomic": usdc, "at": to_iso(now_ms)}, now_ms)
+    with ctx.db.transaction():
+        set_json(ctx.db, "last_usdc_check", {"balance": usdc, "credits": cents, "timestamp": to_iso(now_ms)}, now_ms)
+        if _json(get_value(ctx.db, USDC_KEY)).get("atomic") != usdc:  # for status; written when it changes
+            set_json(ctx.db, USDC_KEY, {"atomic": usdc, "at": to_iso(now_ms)}, now_ms)
     if ctx.tier not in ("critical", "dead") or usdc < TOPUP_MIN_USDC_ATOMIC or ctx.topup is None or cents is None:
         return TaskResult(f"USDC {format_usdc(usdc)}")
-    last = epoch_ms(get_value(ctx.db, TOPUP_ATTEMPT_KEY))
-    if last is not None and now_ms - last < INLINE_TOPUP_COOLDOWN_MS:
+    tried = epoch_ms(get_value(ctx.db, TOPUP_ATTEMPT_KEY))
+    if tried is not None and now_ms - tried < INLINE_TOPUP_COOLDOWN_MS:
         return TaskResult(f"USDC {format_usdc(usdc)}; a top-up was tried moments ago")
     set_value(ctx.db, TOPUP_ATTEMPT_KEY, to_iso(now_ms), now_ms)
     try:
