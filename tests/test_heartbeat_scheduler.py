@@ -98,9 +98,12 @@ def test_tier_minimum_holds_a_task_back(setup, clock, db):
 
 
 def test_a_failure_is_retried_once_30s_later_then_back_to_the_cron(setup, clock, db):
+    from automaton_min.observe.metrics import HEARTBEAT_FAILURES, Metrics
+
     make, calls, _, _ = setup
     calls.fail.add("every15")
-    s = make()
+    metrics = Metrics()
+    s = make(metrics=metrics)
     ran = {r.name: r for r in s.run_due(db, clock())}
     assert ran["every15"].result == "failure" and ran["every15"].retry_at == clock() + 30_000
     clock.advance(29_000)
@@ -110,6 +113,7 @@ def test_a_failure_is_retried_once_30s_later_then_back_to_the_cron(setup, clock,
     assert [(r.name, r.result, r.retry_at) for r in ran] == [("every15", "failure", None)]  # the retry, which failed
     row = sched.read_row(db, "every15")
     assert row.fail_count == 2 and row.next_run_at is None and "broke" in row.last_error
+    assert metrics.snapshot().counter(HEARTBEAT_FAILURES) == 2
     clock.ms = from_iso("2026-11-22T10:15:00.000Z")
     calls.fail.clear()
     assert ("every15", "success") in names(s.run_due(db, clock()))

@@ -84,7 +84,7 @@ class Scheduler:
     def __init__(self, home: "Home", config: "Config", db_path: Path, tasks: Mapping[str, TaskFunction],
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,
                  extra_tasks: Mapping[str, TaskFunction] | None = None, defaults: Any = None,
-                 tier_of: Callable[["Database"], str] | None = None) -> None:
+                 tier_of: Callable[["Database"], str] | None = None, metrics: Any = None) -> None:
         from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, known_tier
 
         self.home, self.config, self.db_path = home, config, Path(db_path)
@@ -92,6 +92,7 @@ class Scheduler:
         self.extra_tasks = extra_tasks if extra_tasks is not None else {}
         self.context_factory = context_factory
         self.wake_bus = wake_bus
+        self.metrics = metrics  # observe.metrics.Metrics: heartbeat_task(name, ok=...) per finished run
         self.now = now
         self.defaults = DEFAULT_SCHEDULE if defaults is None else defaults
         self.tier_of = tier_of or (lambda db: known_tier(db, config))
@@ -314,6 +315,7 @@ class Scheduler:
             log.warning("heartbeat task timed out; it keeps its lease until it ends", extra={"task": row.task_name})
             retry = sched.record(db, row, "timeout", started_ms=started_ms, completed_ms=self.now(),
                                  duration_ms=duration_ms, error=error, owner=self.owner, release=False)
+            self._count(row.task_name, False)
             return Ran(row.task_name, "timeout", error, retry_at=retry)
         with self._lock:
             self._running.pop(row.task_name, None)
@@ -321,14 +323,20 @@ class Scheduler:
             log.warning("heartbeat task failed", extra={"task": row.task_name, "error": run.error})
             retry = sched.record(db, row, "failure", started_ms=started_ms, completed_ms=self.now(),
                                  duration_ms=duration_ms, error=run.error, owner=self.owner)
+            self._count(row.task_name, False)
             return Ran(row.task_name, "failure", run.error, retry_at=retry)
         result = run.result or TaskResult()
         sched.record(db, row, "success", started_ms=started_ms, completed_ms=self.now(), duration_ms=duration_ms,
                      error=None, owner=self.owner, routine=not result.wake)
+        self._count(row.task_name, True)
         if result.wake:
             self._wake(db, row.task_name, result)
         log.debug("heartbeat task done", extra={"task": row.task_name, "summary": result.summary[:200]})
         return Ran(row.task_name, "success", wake=result.wake, summary=result.summary)
+
+    def _count(self, name: str, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.heartbeat_task(name, ok=ok)
 
     def _wake(self, db: "Database", name: str, result: TaskResult) -> None:
         payload = {"task": name, **result.wake_payload}
