@@ -13,7 +13,7 @@ class RecordingCycle:
         self.signals, self.reasons = signals, []
         self.wake_after, self.stop_after = wake_after, stop_after
 
-    def run_cycle(self, reason: str, stop: threading.Event) -> None:
+    def run_cycle(self, reason: str, stop: threading.Event, abandon: threading.Event | None = None) -> None:
         self.reasons.append(reason)
         if self.stop_after is not None and len(self.reasons) >= self.stop_after:
             self.signals.stop.set()

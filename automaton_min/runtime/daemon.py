@@ -2,15 +2,22 @@
 
 Between cycles the main thread blocks on one ``threading.Event`` until the sleep
 timer (``sleep_until``) runs out, something wakes the agent, or a stop is asked for:
-no polling, no CPU while asleep. SIGTERM and SIGINT let the current turn finish,
-then the process exits 0. SIGUSR1 wakes a sleeping agent (a message arrived, say);
-later the heartbeat and the relay set the same event from their own threads.
+no polling, no CPU while asleep. A wake is a stored wake event (``runtime/wake.py``)
+followed by the event being set: by the heartbeat's thread, or by SIGUSR1 from
+another process (``automaton-min wake``); the reasons become the next wake-up message.
+
+SIGTERM and SIGINT let the turn under way finish within a grace period (30 s); after it
+the turn is cut off (the wait for the model ends, the running command is cancelled,
+nothing of the turn is written, its messages go back to the inbox). A second signal
+exits at once. Then the process exits 0.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -21,29 +28,67 @@ log = get_logger(__name__)
 
 MIN_SLEEP_S = 10
 DEFAULT_SLEEP_S = 60
+SHUTDOWN_GRACE_S = 30.0
+EARLY_WAKE = "something woke you early (a message or an event)"
 
 
 class Cycle(Protocol):
-    def run_cycle(self, reason: str, stop: threading.Event): ...
+    def run_cycle(self, reason: str, stop: threading.Event, abandon: threading.Event | None = None): ...
 
 
 @dataclass
 class Signals:
-    """The two events the daemon waits on; handlers and other threads only ever set them."""
+    """The events the daemon waits on; handlers and other threads only ever set them.
+
+    ``stop``: finish the turn and exit. ``abandon``: the grace period ran out, cut the turn off (set by a timer
+    the first stop signal starts; ``on_abandon`` callbacks then run, e.g. cancelling the running command).
+    ``wake``: look at the wake events now. ``on_nudge`` callbacks run on SIGUSR1 too (the scheduler re-reads
+    its schedule)."""
 
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
+    abandon: threading.Event = field(default_factory=threading.Event)
+    grace_s: float = SHUTDOWN_GRACE_S
+    on_abandon: list[Callable[[], None]] = field(default_factory=list)
+    on_nudge: list[Callable[[], None]] = field(default_factory=list)
+
+    def request_stop(self, why: str) -> None:
+        """Stop after the turn under way; cut it off if it is still running after ``grace_s``."""
+        if self.stop.is_set():
+            return
+        log.info("stop requested", extra={"why": why, "grace_s": self.grace_s})
+        self.stop.set()
+        self.wake.set()
+        timer = threading.Timer(self.grace_s, self._abandon)
+        timer.daemon = True
+        timer.start()
+
+    def _abandon(self) -> None:
+        if self.abandon.is_set():
+            return
+        log.warning("the turn under way did not finish in time: cutting it off", extra={"grace_s": self.grace_s})
+        self.abandon.set()
+        for callback in self.on_abandon:
+            callback()
+
+    def nudge(self) -> None:
+        """Something was stored for the daemon to look at (a wake event, a task to run now)."""
+        self.wake.set()
+        for callback in self.on_nudge:
+            callback()
 
     def install(self) -> None:
-        """Route SIGTERM/SIGINT to stop and SIGUSR1 to wake (main thread only)."""
+        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only)."""
         def stopping(signum, frame) -> None:
-            log.info("stop requested", extra={"signal": signal.Signals(signum).name})
-            self.stop.set()
-            self.wake.set()
+            name = signal.Signals(signum).name
+            if self.stop.is_set():
+                log.warning("second stop signal: exiting now", extra={"signal": name})
+                os._exit(128 + signum)
+            self.request_stop(name)
 
         signal.signal(signal.SIGTERM, stopping)
         signal.signal(signal.SIGINT, stopping)
-        signal.signal(signal.SIGUSR1, lambda signum, frame: self.wake.set())
+        signal.signal(signal.SIGUSR1, lambda signum, frame: self.nudge())
 
 
 def seconds_until(sleep_until: str | None, now_ms: int) -> float:
@@ -54,25 +99,61 @@ def seconds_until(sleep_until: str | None, now_ms: int) -> float:
 
 
 def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None], *, now: Clock = system_now,
-          on_stop: Callable[[], None] | None = None, max_cycles: int | None = None) -> int:
-    """Run wake cycles until stopped; returns the process exit code."""
-    reason = "the runtime started"
+          on_stop: Callable[[], None] | None = None, max_cycles: int | None = None,
+          take_wakes: Callable[[], list[str]] | None = None, tick: Callable[[], None] | None = None,
+          tick_s: float | None = None) -> int:
+    """Run wake cycles until stopped; returns the process exit code.
+
+    ``take_wakes`` consumes the pending wake events and returns their reasons (none: every wake counts);
+    ``tick`` is called at least every ``tick_s`` seconds while asleep and between cycles (the watchdog's sign of
+    life; without it the sleep is one uninterrupted wait)."""
+    early = take_wakes() if take_wakes else []
+    reason = "; ".join(["the runtime started", *early])
     cycles = 0
     try:
         while not signals.stop.is_set():
-            cycle.run_cycle(reason, signals.stop)
+            if tick:
+                tick()
+            cycle.run_cycle(reason, signals.stop, signals.abandon)
             cycles += 1
             if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
                 break
-            wait_s = seconds_until(sleep_until(), now())
-            log.info("asleep", extra={"seconds": round(wait_s, 1)})
-            woken = signals.wake.wait(wait_s)
-            signals.wake.clear()
-            if signals.stop.is_set():
-                break
-            reason = "something woke you early (a message or an event)" if woken else "your sleep timer ran out"
+            reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s)
     finally:  # also when a cycle raises (a configuration error): the agent is left stopped, not "running"
         if on_stop is not None:
             on_stop()
     log.info("stopped", extra={"cycles": cycles})
     return 0
+
+
+def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,
+           take_wakes: Callable[[], list[str]] | None, tick: Callable[[], None] | None, tick_s: float | None) -> str:
+    """Wait until the timer runs out, a wake event arrives or a stop; returns the next cycle's reason."""
+    if take_wakes is None:  # no wake events to look at: a wake set during the cycle counts
+        if signals.wake.is_set() and not signals.stop.is_set():
+            signals.wake.clear()
+            return EARLY_WAKE
+    else:
+        signals.wake.clear()  # before looking: a wake stored after the look sets the event again
+        pending = take_wakes()
+        if pending:
+            return "; ".join(pending)
+    wait_s = seconds_until(sleep_until(), now())
+    log.info("asleep", extra={"seconds": round(wait_s, 1)})
+    deadline = time.monotonic() + wait_s
+    while not signals.stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "your sleep timer ran out"
+        woken = signals.wake.wait(min(remaining, tick_s) if tick_s else remaining)
+        if tick:
+            tick()
+        if not woken or signals.stop.is_set():
+            continue
+        signals.wake.clear()
+        if take_wakes is None:
+            return EARLY_WAKE
+        pending = take_wakes()
+        if pending:
+            return "; ".join(pending)
+    return "stopping"
