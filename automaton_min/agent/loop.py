@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from automaton_min.agent.context import build_messages
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
@@ -103,6 +103,7 @@ class AgentLoop:
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
+        self.progress: Callable[[], None] = lambda: None  # a sign of life for the watchdog, before each step of a turn
 
     # ---------------------------------------------------------------- one wake cycle
 
@@ -190,6 +191,7 @@ class AgentLoop:
     # ---------------------------------------------------------------- one turn
 
     def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool) -> TurnSummary | Verdict:
+        self.progress()
         now_ms = self.now()
         turn_id = new_ulid(now_ms)
         reading = self.hooks.finances(now_ms)
@@ -220,6 +222,7 @@ class AgentLoop:
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, {**self.services, "loop": loop_state})
         for call in routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]:
+            self.progress()
             names = tuple(o.name for o in outcomes)
             outcome = self.tools.execute(
                 ctx, call.id, call.name, call.arguments, argument_error=call.argument_error,

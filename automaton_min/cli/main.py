@@ -37,6 +37,7 @@ COMMANDS = {
     "provision": "automaton_min.cli.provision_cmd",
     "topup": "automaton_min.cli.topup_cmd",
     "run": "automaton_min.cli.run_cmd",
+    "wake": "automaton_min.cli.wake_cmd",
     "heartbeat": "automaton_min.cli.heartbeat_cmd",
     "send": "automaton_min.cli.send_cmd",
 }

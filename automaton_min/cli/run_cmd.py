@@ -8,33 +8,41 @@ import click
 
 from automaton_min.cli.common import home_of
 from automaton_min.config import load_config
-from automaton_min.observe.log import configure_logging
+from automaton_min.errors import EXIT_FAILURE, AutomatonError
+from automaton_min.observe.log import configure_logging, get_logger
 
+log = get_logger("run")
 
 @click.command("run")
 @click.pass_context
 def command(ctx: click.Context) -> None:
-    """Run the agent: wake cycles, and event-driven sleep between them, until SIGTERM or SIGINT.
+    """Run the agent: wake cycles, the heartbeat, and event-driven sleep, until SIGTERM or SIGINT.
 
-    One run per home: a second one exits 2 naming the pid of the first.
+    One run per home: a second one exits 2 naming the pid of the first. On a terminal, a home that is not set up
+    yet starts the setup wizard first.
     """
-    from automaton_min.runtime.agent_runtime import build_agent
-    from automaton_min.runtime.daemon import Signals, serve
-    from automaton_min.runtime.report import log_banner
     from automaton_min.runtime.run_lock import RunLock
+    from automaton_min.runtime.service import run_service
 
     home = home_of(ctx)
+    if not home.config_path.exists() and sys.stdin.isatty() and sys.stdout.isatty():
+        from automaton_min.cli.setup_cmd import command as setup
+
+        click.echo("This home is not set up yet; the setup wizard comes first.")
+        ctx.invoke(setup)
     home.require()
     config = load_config(home)
     configure_logging(ctx.find_root().obj.get("log_level") or config.get("logLevel", "info"), sys.stdout)
+    log.info("start-up step done", extra={"step": "config"})
     lock = RunLock(home)
     lock.acquire()
     try:
-        signals = Signals()
-        signals.install()
-        agent = build_agent(home, config)
-        log_banner(agent, config)
-        code = serve(agent.loop, signals, agent.sleep_until, on_stop=agent.close)
+        code = run_service(home, config)
+    except AutomatonError:
+        raise  # one line and its exit code (cli/main.py)
+    except Exception:  # the service's outer boundary: a fatal error is logged whole, and the exit code says so
+        log.exception("fatal error; the agent stopped")
+        code = EXIT_FAILURE
     finally:
         lock.release()
     ctx.exit(code)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +35,13 @@ from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
 from automaton_min.store.db import Database, open_database
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import get_value, set_value
+from automaton_min.store.kv import get_value, set_json, set_value
 from automaton_min.store.turns import StoredTurn
 from automaton_min.runtime.money import rpc_url
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.report import log_tool_call
-from automaton_min.runtime.status import CONFINEMENT_KEY, USDC_KEY
+from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY, USDC_KEY
+from automaton_min.runtime.wake import take_pending
 from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
@@ -208,10 +212,16 @@ class RuntimeHooks:
 
 @dataclass
 class Agent:
+    """The assembled agent: its loop and the parts the runtime around it drives."""
+
     loop: AgentLoop
     hooks: RuntimeHooks
     db: Database
     sandbox: Sandbox
+    wallet: Wallet | None = None
+    relay: Any = None  # social.relay.RelayClient, or None without a relay
+    now: Clock = system_now
+    metrics: Metrics = NO_METRICS
 
     @property
     def confinement(self) -> str:
@@ -221,43 +231,78 @@ class Agent:
     def sleep_until(self) -> str | None:
         return get_value(self.db, "sleep_until")
 
+    def take_wakes(self) -> list[str]:
+        """Consume the pending wake events; the reasons of those whose work no cycle has picked up yet."""
+        now_ms = self.now()
+        events = take_pending(self.db, now_ms=now_ms, picked_up_before_ms=self.loop.last_inbox_check_ms)
+        for event in events:
+            self.metrics.wake_latency(event.source, max(now_ms - from_iso(event.created_at), 0))
+        return [f"{event.source}: {event.reason}" for event in events]
+
     def close(self) -> None:
+        """Leave the agent sleeping, stop the spawner, record the run, fold the WAL back in, close the database."""
+        now_ms = system_now()
         if read_agent_state(self.db) in ("running", "waking", "low_compute", "critical"):
-            set_agent_state(self.db, "sleeping", system_now(), reason="the runtime stopped")
+            set_agent_state(self.db, "sleeping", now_ms, reason="the runtime stopped")
         self.sandbox.close()
+        set_json(self.db, LAST_RUN_KEY, {"startedAt": get_value(self.db, "start_time"), "stoppedAt": to_iso(now_ms),
+                                         "pid": os.getpid()}, now_ms)
+        self.db.checkpoint()
         self.db.close()
 
 
+@contextmanager
+def start_step(name: str) -> Iterator[None]:
+    """One start-up step: one log line when it is done; a failure names the step, then propagates."""
+    try:
+        yield
+    except BaseException:
+        log.error("start-up step failed", extra={"step": name})
+        raise
+    log.info("start-up step done", extra={"step": name})
+
+
 def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS) -> Agent:
-    """Everything the loop needs, from the home and its config."""
+    """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time."""
     from automaton_min.agent.policy import default_rules
     from automaton_min.agent.policy.engine import PolicyEngine
     from automaton_min.agent.tools.builtin import builtin_tools
     from automaton_min.conway.client import ConwayClient
+    from automaton_min.social.relay import RelayClient
 
-    wallet: Wallet = load_wallet(home.wallet_path)
-    db = open_database(db_path(home, config), now=now)
-    inbox.reclaim_stale(db)
-    identity_row = read_identity(db)
+    with start_step("wallet"):
+        wallet: Wallet = load_wallet(home.wallet_path)
+        key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes())
+    with start_step("database"):
+        db = open_database(db_path(home, config), now=now)
+        inbox.reclaim_stale(db)
+        identity_row = read_identity(db)
     identity = Identity(config.get("name", identity_row.get("name", "automaton")), wallet.address,
                         config.get("creatorAddress", identity_row.get("creator", "")), config.get("sandboxId") or None)
-
-    registry = ModelRegistry(db, now)
-    registry.seed_baseline()
-    if config.get("ollamaBaseUrl"):
-        registry.discover_ollama(config.get("ollamaBaseUrl"))
-    providers = Providers(config.values)
-    router = Router(db, registry, config.values, providers, session_id=new_ulid(now()), now=now,
-                    describe=providers.context_window, metrics=metrics)
-
-    conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
-    workspace = home.root / "workspace"
-    sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root)
-    node = rpc_url(config, BASE)
-    read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)
-    finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
-    payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=now,
-                  **payer_options(config.get("treasuryPolicy") or {}))
+    with start_step("conway client"):
+        conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
+    with start_step("inference"):
+        registry = ModelRegistry(db, now)
+        registry.seed_baseline()
+        if config.get("ollamaBaseUrl"):
+            registry.discover_ollama(config.get("ollamaBaseUrl"))
+        providers = Providers(config.values)
+        router = Router(db, registry, config.values, providers, session_id=new_ulid(now()), now=now,
+                        describe=providers.context_window, metrics=metrics)
+    with start_step("social relay"):
+        relay = RelayClient.from_config(config, wallet, now=now)
+    with start_step("sandbox"):
+        workspace = home.root / "workspace"
+        sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root)
+    with start_step("policy and spend limits"):
+        node = rpc_url(config, BASE)
+        read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)
+        finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
+        payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=now,
+                      **payer_options(config.get("treasuryPolicy") or {}))
+        policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
+                              balance_cents=(lambda: finances.reading().credits_cents) if finances else None,
+                              metrics=metrics)
 
     def inline_topup(reading: FinancialReading) -> None:
         from automaton_min.conway.topup import bootstrap_topup
@@ -265,17 +310,15 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         if reading.credits_cents is not None and reading.usdc_atomic is not None:
             bootstrap_topup(payer, config.get("conwayApiUrl"), reading.credits_cents, reading.usdc_atomic)
 
-    policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
-                          balance_cents=(lambda: finances.reading().credits_cents) if finances else None, metrics=metrics)
-    key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes())
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
                          topup=inline_topup if conway else None, key_guard=key_guard, metrics=metrics)
     services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
-                "registry": registry, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
+                "registry": registry, "relay": relay, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,
                      metrics=metrics)
     set_value(db, "start_time", to_iso(now()), now())
     set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
-    money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)
-    return Agent(loop, hooks, db, sandbox)
+    with start_step("bootstrap top-up"):
+        money_at_start(db, wallet, config, now=now, network=BASE)  # reconcile open payments, bootstrap top-up (60 s)
+    return Agent(loop, hooks, db, sandbox, wallet, relay, now, metrics)

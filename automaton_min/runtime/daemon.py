@@ -101,12 +101,13 @@ def seconds_until(sleep_until: str | None, now_ms: int) -> float:
 def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None], *, now: Clock = system_now,
           on_stop: Callable[[], None] | None = None, max_cycles: int | None = None,
           take_wakes: Callable[[], list[str]] | None = None, tick: Callable[[], None] | None = None,
-          tick_s: float | None = None) -> int:
+          tick_s: float | None = None, status: Callable[[str], object] | None = None) -> int:
     """Run wake cycles until stopped; returns the process exit code.
 
     ``take_wakes`` consumes the pending wake events and returns their reasons (none: every wake counts);
     ``tick`` is called at least every ``tick_s`` seconds while asleep and between cycles (the watchdog's sign of
-    life; without it the sleep is one uninterrupted wait)."""
+    life; without it the sleep is one uninterrupted wait); ``status`` hears what the daemon is doing (systemd's
+    STATUS=)."""
     early = take_wakes() if take_wakes else []
     reason = "; ".join(["the runtime started", *early])
     cycles = 0
@@ -114,11 +115,13 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
         while not signals.stop.is_set():
             if tick:
                 tick()
+            if status:
+                status(f"awake: {reason}"[:200])
             cycle.run_cycle(reason, signals.stop, signals.abandon)
             cycles += 1
             if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
                 break
-            reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s)
+            reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s, status)
     finally:  # also when a cycle raises (a configuration error): the agent is left stopped, not "running"
         if on_stop is not None:
             on_stop()
@@ -127,7 +130,8 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
 
 
 def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,
-           take_wakes: Callable[[], list[str]] | None, tick: Callable[[], None] | None, tick_s: float | None) -> str:
+           take_wakes: Callable[[], list[str]] | None, tick: Callable[[], None] | None, tick_s: float | None,
+           status: Callable[[str], object] | None = None) -> str:
     """Wait until the timer runs out, a wake event arrives or a stop; returns the next cycle's reason."""
     if take_wakes is None:  # no wake events to look at: a wake set during the cycle counts
         if signals.wake.is_set() and not signals.stop.is_set():
@@ -140,6 +144,8 @@ def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,
             return "; ".join(pending)
     wait_s = seconds_until(sleep_until(), now())
     log.info("asleep", extra={"seconds": round(wait_s, 1)})
+    if status:
+        status(f"asleep for {round(wait_s)} s")
     deadline = time.monotonic() + wait_s
     while not signals.stop.is_set():
         remaining = deadline - time.monotonic()

@@ -24,6 +24,7 @@ from automaton_min.tiers import tier_for_credits
 CREDITS_KEY = "last_known_balance"
 USDC_KEY = "last_known_usdc"
 LAST_ERROR_KEY = "last_error"
+LAST_RUN_KEY = "last_run"  # {"startedAt", "stoppedAt", "pid"}: written when a run stops
 CONFINEMENT_KEY = "confinement"  # what held the last run's local commands (confine/client.py describes it)
 
 

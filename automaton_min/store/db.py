@@ -128,6 +128,10 @@ class Database:
         """The full ``PRAGMA integrity_check`` (slow on big files): ``["ok"]`` when healthy."""
         return [row[0] for row in self.query("PRAGMA integrity_check")]
 
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database file and truncate it (at a clean shutdown)."""
+        self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         self.connection.close()
 

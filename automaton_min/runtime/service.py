@@ -1,0 +1,88 @@
+"""The long-lived service around the agent: what ``automaton-min run`` starts, runs and stops.
+
+Threads: the agent loop on the main thread; the heartbeat scheduler on its own (with its
+own database connection); the systemd watchdog on its own when systemd asks for one.
+One wake signal joins them: a task that needs the agent stores a wake event and sets it,
+and SIGUSR1 from another process (``automaton-min wake``, ``heartbeat run``) sets it and
+pokes the scheduler. Start-up follows the seed's order (``build_agent`` logs each step),
+then the heartbeat starts, systemd hears READY=1, and the loop runs.
+
+Shutdown (SIGTERM/SIGINT): the turn under way may finish within ``shutdownGraceSeconds``
+(default 30), after which it is cut off; then STOPPING=1, the scheduler stops, the agent is
+left sleeping, the run is recorded, the WAL is folded back, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import time
+
+from automaton_min.clock import Clock, system_now
+from automaton_min.config import Config, db_path
+from automaton_min.home import Home
+from automaton_min.observe.log import get_logger
+from automaton_min.runtime.daemon import SHUTDOWN_GRACE_S, Signals, serve
+from automaton_min.runtime.sdnotify import Notifier, Progress, Watchdog
+
+log = get_logger(__name__)
+
+
+class SchedulerProgress(Progress):
+    """The scheduler's sign of life for the watchdog: it is alive while it sleeps on its event, or recently ticked."""
+
+    def __init__(self, scheduler) -> None:
+        super().__init__("scheduler")
+        self.scheduler = scheduler
+
+    def age(self) -> float:
+        return time.monotonic() - self.scheduler.alive_at()
+
+
+def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
+    """Start everything, serve until stopped, stop everything in order; the process exit code."""
+    from automaton_min.heartbeat.context import ContextFactory
+    from automaton_min.heartbeat.control import HeartbeatControl
+    from automaton_min.heartbeat.scheduler import Scheduler
+    from automaton_min.heartbeat.tasks import BUILTIN_TASKS
+    from automaton_min.observe.metrics import Metrics
+    from automaton_min.observe.report_task import report_metrics
+    from automaton_min.runtime.agent_runtime import build_agent, start_step
+    from automaton_min.runtime.report import log_banner
+    from automaton_min.runtime.wake import WakeBus
+    from automaton_min.social.task import check_social_inbox
+
+    signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
+    signals.install()
+    notifier = Notifier.from_environment()
+    metrics = Metrics(now=now)
+    agent = build_agent(home, config, now=now, metrics=metrics)
+    signals.on_abandon.append(agent.sandbox.cancel)
+
+    with start_step("heartbeat"):
+        factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
+        scheduler = Scheduler(home, config, db_path(home, config), BUILTIN_TASKS, factory, WakeBus(signals.wake),
+                              now=now, metrics=metrics,
+                              extra_tasks={"check_social_inbox": check_social_inbox, "report_metrics": report_metrics})
+        agent.loop.services["heartbeat"] = HeartbeatControl(agent.db, poke=scheduler.poke, now=now)
+        signals.on_nudge.append(scheduler.poke)
+        scheduler.start()
+
+    loop_progress = Progress("loop")
+    agent.loop.progress = loop_progress.tick
+    watchdog = Watchdog.from_environment(notifier, [loop_progress, SchedulerProgress(scheduler)])
+    if watchdog is not None:
+        watchdog.start()
+    log_banner(agent, config)
+    notifier.ready()
+
+    def stop_everything() -> None:
+        notifier.stopping()
+        if not scheduler.stop(timeout_s=10):
+            log.warning("a heartbeat task was still running at shutdown; its lease expires on its own")
+        if watchdog is not None:
+            watchdog.stop()
+        agent.close()
+        notifier.close()
+
+    return serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
+                 take_wakes=agent.take_wakes, tick=loop_progress.tick,
+                 tick_s=watchdog.tick_every if watchdog is not None else None, status=notifier.status)
