@@ -200,6 +200,7 @@ RULES: dict[str, Rule] = {
     "anthropicApiKey": _text(1000),
     "registeredWithConway": _boolean,
     "unconfinedExec": _boolean,
+    "shutdownGraceSeconds": _integer(1, 600),
     "execConfinement": _choice("auto", "landlock", "namespace"),
     "inferenceModel": _text(200, required=True),
     "maxTokensPerTurn": _integer(1, 1_000_000),
