@@ -91,6 +91,14 @@ def test_file_operations_are_confined_too(confined: ConfinedSandbox, agent_home:
     assert "sk-secret-canary" in (agent_home / "automaton.json").read_text()
 
 
+def test_read_file_takes_regular_files_only(confined: ConfinedSandbox) -> None:
+    """A FIFO would block the spawner and /dev/zero would fill its memory: both are refused at once."""
+    os.mkfifo(confined.workspace / "pipe")
+    for path in ("pipe", "/dev/zero"):
+        with pytest.raises(OSError, match="not a regular file"):
+            confined.read_file(path)
+
+
 def test_the_daemons_environment_is_out_of_reach(confined: ConfinedSandbox) -> None:
     """``/proc/<daemon>/environ``: this test process plays the daemon; its environment block is read whole."""
     result = confined.exec(f"cat /proc/{os.getpid()}/environ", 20)

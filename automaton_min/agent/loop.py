@@ -148,7 +148,7 @@ class AgentLoop:
             try:
                 summary = self._turn(pending, claimed, first_run and result.turns == 0)
             except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
-                self.hooks.release_inbox(claimed)
+                self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
             except Exception as exc:  # the loop's outer boundary: a failed turn is logged, counted, and undone
                 if isinstance(exc, TurnAbandoned) or self._abandon.is_set():  # cut off by a stop, not a failure

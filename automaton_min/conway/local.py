@@ -17,9 +17,11 @@ returns, leaving such jobs running.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -222,8 +224,16 @@ class LocalSandbox:
     def resolve(self, path: str) -> Path:
         return resolve_in(self.workspace, path)
 
-    def read_file(self, path: str) -> str:
-        return self.resolve(path).read_bytes().decode("utf-8", "replace")
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> str:
+        """The file's text; at most ``max_bytes`` are read, and only from a regular file."""
+        fd = os.open(self.resolve(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"larger than {max_bytes} bytes")
+        return data.decode("utf-8", "replace")
 
     def write_file(self, path: str, content: str) -> None:
         """Write atomically with mode 0600, creating parent directories (0700) as needed."""

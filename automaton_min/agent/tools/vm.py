@@ -136,6 +136,8 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
             raise ToolFailure(f"cannot read {path}: {exc.strerror or exc}") from None
         if os.path.isdir(local[1]):
             raise ToolFailure(f"{path} is a directory; list it with exec (ls -la)")
+        if not os.path.isfile(local[1]):  # a device or a pipe: /dev/zero never ends, a FIFO may never answer
+            raise ToolFailure(f"{path} is not a regular file; read_file reads regular files only")
         if size > MAX_READ_BYTES:
             raise ToolFailure(f"{path} is {size} bytes; read_file reads files up to {MAX_READ_BYTES} bytes. "
                               "Use exec with head, tail, sed -n or grep to read part of it")
