@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,8 @@ def test_the_home_is_out_of_reach(confined: ConfinedSandbox, agent_home: Path, c
 def test_file_operations_are_confined_too(confined: ConfinedSandbox, agent_home: Path) -> None:
     with pytest.raises(OSError):
         confined.read_file(str(agent_home / "wallet.json"))
-    try:  # Landlock refuses; under the namespace the write lands in the empty tmpfs that covers the home
+    with pytest.raises(OSError):  # Landlock refuses; under the namespace the cover over the home is read-only
         confined.write_file(str(agent_home / "automaton.json"), "{}")
-    except PermissionError:
-        pass
     assert "sk-secret-canary" in (agent_home / "automaton.json").read_text()
 
 
@@ -161,11 +160,15 @@ def test_commands_run_without_capabilities(agent_home: Path) -> None:
         sandbox.close()
 
 
-def test_namespace_hides_the_home_but_keeps_the_workspace(agent_home: Path) -> None:
+def test_namespace_hides_the_home_and_leaves_only_the_workspace_writable(agent_home: Path, tmp_path: Path) -> None:
     sandbox = start(agent_home, "namespace")
     try:
         listing = sandbox.exec(f"ls -a {agent_home}", 20)
         assert listing.stdout.split() == [".", "..", "workspace"]
+        for outside in (tmp_path / "planted", Path(sys.prefix) / "planted.pth"):
+            attempt = sandbox.exec(f"touch {outside}", 20)
+            assert attempt.exit_code != 0 and "Read-only file system" in attempt.stderr and not outside.exists()
+        assert sandbox.exec('touch inside "$TMPDIR/t" && echo ok', 20).stdout == "ok\n"
     finally:
         sandbox.close()
 

@@ -230,7 +230,10 @@ def self_test(home: Path, workspace: Path, config: Any) -> tuple[bool, str]:
         if isinstance(sandbox, RefusingSandbox):
             return False, f"local commands would be refused: {sandbox.why}"
         wallet = shlex.quote(str(Path(home) / "wallet.json"))
-        reachable = "REACHABLE" in sandbox.exec(f"cat {wallet} > /dev/null 2>&1 && echo REACHABLE", 10).stdout
+        probe = Path(home) / ".confinement-probe"
+        sandbox.exec(f"cat {wallet} > /dev/null 2>&1 && echo REACHABLE > {shlex.quote(str(probe))}", 10)
+        reachable = probe.exists()  # seen from here: a write that landed in a namespace's cover does not count
+        probe.unlink(missing_ok=True)
         held = not reachable and not isinstance(sandbox, UnconfinedSandbox)
         return held, f"{sandbox.describe()}; wallet.json {'is READABLE' if reachable else 'unreachable'} from a command"
     finally:

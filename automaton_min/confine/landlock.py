@@ -57,6 +57,12 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+def set_no_new_privs() -> None:
+    """From now on nothing this process executes gains privileges (setuid bits and file capabilities are ignored)."""
+    _syscall()
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
 def abi_version() -> int:
     """The kernel's Landlock ABI version, or 0 when it has none (too old, or Landlock not enabled at boot)."""
     try:
@@ -116,9 +122,8 @@ class Ruleset:
 
     def restrict_self(self) -> None:
         """Enter the ruleset's domain (a new nested layer). Sets no_new_privs first, as Landlock requires."""
-        libc = _syscall()
-        _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-        _check(libc(SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)), "landlock_restrict_self")
+        set_no_new_privs()
+        _check(_syscall()(SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)), "landlock_restrict_self")
 
     def close(self) -> None:
         if self.fd >= 0:

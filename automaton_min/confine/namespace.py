@@ -5,17 +5,24 @@ mount namespace, then covers the agent's home with an empty tmpfs and mounts the
 workspace back in its place. Inside, the wallet, the config and the database do not
 exist. The daemon's ``/proc/<pid>`` files stay closed because the daemon makes itself
 non-dumpable (``protect_daemon``) and the namespace holds no capability over it.
-What this method does not stop, and Landlock does: signals to the daemon.
+Everything else is remounted read-only (``read_only_except``), so nothing outside the workspace
+and the private temp dir can be changed: not the interpreter, not a ``.pth`` file a restarted
+spawner would run. What this method does not stop, and Landlock does: signals to the daemon.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 2, 4, 4096, 8192, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 8192, 16384, 1 << 18, 1 << 21
+# statvfs flags -> the mount flags a remount inside a user namespace must keep (the kernel locks them)
+_KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+               (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
 PR_SET_DUMPABLE = 4
 
 _libc = None
@@ -74,3 +81,33 @@ def hide_home(home: Path, workspace: Path, staging: Path) -> None:
     inside = home / workspace.relative_to(home)
     inside.mkdir(mode=0o700, parents=True, exist_ok=True)
     _mount(str(staging), inside, None, MS_MOVE)
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this mount namespace, parents before children."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        for line in handle:
+            field = line.split()[4]
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field))
+    return points
+
+
+def read_only_except(writable: list[Path]) -> int:
+    """Make every mount read-only but ``writable`` (each bound onto itself first, so it is a mount of its own).
+
+    Returns how many mounts could not be remounted (kernel views such as /proc may refuse; they hold no files)."""
+    keep = [str(path) for path in writable]
+    for path in keep:
+        _mount(path, path, None, MS_BIND | MS_REC)
+    refused = 0
+    for point in _mount_points():
+        if any(point == path or point.startswith(path.rstrip("/") + "/") for path in keep):
+            continue
+        try:
+            flags = os.statvfs(point).f_flag
+            locked = sum(mount_flag for st_flag, mount_flag in _KEPT_FLAGS if flags & st_flag)
+            _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
+        except OSError:
+            refused += 1
+    return refused

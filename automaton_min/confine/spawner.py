@@ -63,8 +63,10 @@ def confine(plan: Plan, method: str) -> tuple[dict, object]:
         return report, ruleset.restrict_self
     if method == "namespace":
         namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
+        refused = namespace.read_only_except([plan.workspace, plan.tmp])
         caps.drop_all()
-        return {"method": "namespace"}, None
+        landlock.set_no_new_privs()
+        return {"method": "namespace", "read_only_refused": refused}, None
     raise ValueError(f"unknown confinement method {method!r}")
 
 
