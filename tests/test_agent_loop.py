@@ -266,3 +266,14 @@ def test_the_policy_engine_refuses_through_the_real_agent_and_records_why(agent_
     assert decisions == [(turn_id, "deny", '["command.forbidden_patterns"]')]
     second = model.requests[1].body["messages"]
     assert any(m["role"] == "tool" and "FORBIDDEN_COMMAND" in m["content"] for m in second)
+
+
+def test_a_refusal_after_the_model_has_answered_is_a_failed_turn_not_a_configuration_error(agent_for, model) -> None:
+    """A 403 from a WAF or a 404 during a deploy, days into a run, must not stop the agent with exit 2."""
+    agent = agent_for()
+    model.script(openai_answer(None, [call("system_synopsis")]),
+                 Reply(403, {"error": {"message": "blocked by the firewall", "type": "forbidden"}}),
+                 openai_answer("Back.", [call("sleep", duration_seconds=600, reason="done")]))
+    result = agent.loop.run_cycle("test")
+    assert result.reason == "done" and len(model.requests) == 3
+    assert "403" in orjson.loads(get_value(agent.db, "last_error"))["message"]

@@ -37,7 +37,8 @@ from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
-from automaton_min.inference.types import ChatRequest, ChatResult, ContextTooLong, Message, ToolSchema
+from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable, ProviderError,
+                                          ToolSchema)
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
@@ -134,6 +135,7 @@ class Router:
         self.spend = SpendTracker(db, now)
         self.describe = describe
         self.metrics = metrics
+        self._served: set[str] = set()  # models that answered in this run: a later 401/403/404 is not the config
         self.timeouts = {**TASK_TIMEOUTS_S, **(timeouts or {})}
         self._context_caps: dict[str, int] = {}  # model id -> budget after a context overflow
         self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow
@@ -269,8 +271,14 @@ class Router:
         deadline_s = self.timeouts[task_type]
         request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=deadline_s)
         started = self.monotonic()
-        result = call_with_deadline(lambda: self.chat(route.model, request), deadline_s, cancel=cancel,
-                                    what=route.model.model_id)
+        try:
+            result = call_with_deadline(lambda: self.chat(route.model, request), deadline_s, cancel=cancel,
+                                        what=route.model.model_id)
+        except ModelUnusable as exc:
+            if route.model.model_id in self._served:  # it answered earlier in this run: a passing refusal (a WAF,
+                raise ProviderError(str(exc), exc.status) from None  # a deploy), a failed turn, not the config
+            raise
+        self._served.add(route.model.model_id)
         latency_ms = int((self.monotonic() - started) * 1000)
 
         usage_estimated = result.usage.input_tokens is None or result.usage.output_tokens is None
