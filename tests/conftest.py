@@ -34,6 +34,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Home:
 
 
 @pytest.fixture(autouse=True)
+def fresh_circuit_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with closed breakers: failures a test provokes never open a breaker for the next one."""
+    from automaton_min.net import resilient
+
+    monkeypatch.setattr(resilient, "_registry", resilient.BreakerRegistry())
+
+
+@pytest.fixture(autouse=True)
 def reset_logging():
     """Leave the package logger as a fresh process has it after every test."""
     yield

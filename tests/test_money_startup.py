@@ -193,3 +193,17 @@ def test_an_unreadable_last_attempt_does_not_crash_the_loop(db, home, clock) -> 
                          topup=attempts.append)
     set_value(db, "last_inline_topup_attempt", "yesterday-ish", clock())
     assert hooks.survive(hooks.finances(clock()), clock())[0] == "low_compute" and len(attempts) == 1
+
+
+def test_start_is_bounded_in_time_when_the_conway_api_keeps_failing(home, agent_for, agent_clock) -> None:
+    """503s with a long Retry-After: the credits read's retries end with the start-up budget."""
+    failing = LoopbackServer({("GET", r"/v1/credits/balance"): lambda request: Reply(503, {"error": "down"},
+                                                                                    headers={"Retry-After": "30"})})
+    with failing:
+        agent = agent_for()
+        config = load_config(home, {})
+        config.values.update(conwayApiUrl=failing.url, conwayApiKey="cnwy_k_test_0001")
+        started = time.monotonic()
+        result = money_at_start(agent.db, load_wallet(home.wallet_path), config, now=agent_clock, budget_s=1.0)
+        elapsed = time.monotonic() - started
+    assert elapsed < 5 and result.topup is None and len(failing.requests) >= 1

@@ -68,14 +68,16 @@ def reconcile_at_start(db: "Database", config: "Config", budget: Budget, now: Cl
 def bootstrap_at_start(db: "Database", wallet: "Wallet", config: "Config", budget: Budget, now: Clock,
                        network: Network = BASE) -> "TopupResult | None":
     """Credits under $5 and at least $5 of USDC: buy $5 of credits, once (see ``bootstrap_topup``)."""
-    from automaton_min.conway.client import ConwayClient
+    from automaton_min.conway.client import ConwayClient, conway_send
     from automaton_min.conway.topup import bootstrap_topup
 
     api_url, api_key = config.get("conwayApiUrl"), config.get("conwayApiKey")
     if not api_key:
         return None
     node = rpc_url(config, network)
-    conway = ConwayClient(api_url, api_key, db=db, now=now, timeout_s=budget.timeout(READ_TIMEOUT_S))
+    timeout_s = budget.timeout(READ_TIMEOUT_S)
+    conway = ConwayClient(api_url, api_key, db=db, now=now, timeout_s=timeout_s,  # retries end with the budget too
+                          send=conway_send(timeout_s, deadline_s=budget.timeout(STARTUP_BUDGET_S)))
     credits = conway.credits_balance()  # a live reading only: a cached one could buy twice
     usdc = usdc_balance(node, wallet.address, network, timeout=budget.timeout(READ_TIMEOUT_S))
     payer = Payer(db, wallet, now=now, deadline=budget.deadline,
