@@ -290,3 +290,17 @@ def test_cancel_ends_the_command_under_way_and_the_spawner_serves_on(confined: C
     assert not worker.is_alive()
     assert isinstance(outcome[0], OSError) and outcome[0].errno == errno.ECANCELED
     assert confined.exec("echo next", 20).stdout == "next\n"
+
+
+def test_background_jobs_end_with_the_spawner(agent_home: Path) -> None:
+    """A job the agent left running in the background does not outlive the agent (nor its deleted TMPDIR)."""
+    sandbox = start(agent_home, "landlock" if abi_version() else "namespace")
+    try:
+        started = sandbox.exec("(sleep 300 & echo $! > job.pid) ; echo started", 20)
+        assert started.stdout == "started\n"
+        job = int((agent_home / "workspace" / "job.pid").read_text())
+        os.kill(job, 0)  # running after its command returned
+    finally:
+        sandbox.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(job, 0)

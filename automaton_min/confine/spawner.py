@@ -17,6 +17,7 @@ Requests: ``{"op": "exec", "command", "timeout_s"}``, ``{"op": "read_file", "pat
 
 from __future__ import annotations
 
+import ctypes
 import errno as errno_codes
 import os
 import shutil
@@ -78,6 +79,50 @@ def _cancel(signum, frame) -> None:
     raise Cancelled()
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _descendants() -> list[int]:
+    """This process's children (orphans of its commands included: it is their subreaper)."""
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children", encoding="ascii") as handle:
+                found += [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _reap() -> None:
+    """Collect adopted orphans that have exited, so none stays a zombie."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _end_everything() -> None:
+    """At the end: background jobs the agent started die with the spawner, not outlive the agent."""
+    for _ in range(3):  # a dying process may leave orphans that come to us
+        pids = _descendants()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
 def _failure(exc: OSError) -> dict:
     return {"ok": False, "errno": exc.errno or errno_codes.EIO, "error": exc.strerror or str(exc)}
 
@@ -107,11 +152,13 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
         except ValueError as exc:
             reply = {"ok": False, "errno": errno_codes.EINVAL, "error": str(exc)}
         send(sock, reply)
+        _reap()
 
 
 def main(fd: int) -> int:
     """Entry point in the fresh process: read the setup message, confine, report, serve."""
     sock = socket.socket(fileno=fd)
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphaned background jobs come to us
     setup = receive(sock)
     plan = Plan.from_args(setup["plan"])
     try:
@@ -126,6 +173,7 @@ def main(fd: int) -> int:
     try:
         serve(sock, sandbox)
     finally:
+        _end_everything()
         shutil.rmtree(plan.tmp, ignore_errors=True)
     return 0
 
