@@ -9,7 +9,8 @@ allowed, and with no_new_privs set nothing executed can gain a capability back.
 from __future__ import annotations
 
 import ctypes
-import os
+
+from automaton_min.confine.libc import check, libc
 
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
@@ -33,11 +34,9 @@ def _last_cap() -> int:
 
 def drop_all() -> None:
     """Empty the ambient, bounding, effective, permitted and inheritable sets of this process."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    c = libc()
+    c.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(_last_cap() + 1):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: then there was nothing to drop
+        c.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: then there was nothing to drop
     header, data = _Header(_CAPABILITY_VERSION_3, 0), (_Data * 2)()
-    if libc.capset(ctypes.byref(header), data) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"capset: {os.strerror(errno)}")
+    check(c.capset(ctypes.byref(header), data), "capset")

@@ -18,10 +18,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
+
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
-PR_SET_NO_NEW_PRIVS = 38
 
 # File-system access rights, in ABI order.
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -35,32 +36,24 @@ FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the right
 READ_ONLY = EXECUTE | READ_FILE | READ_DIR
 READ_WRITE_DEVICE = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV
 
-_libc = None
-
-
 class LandlockError(OSError):
     """Landlock is missing, disabled, or refused a rule."""
 
 
 def _syscall():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-    return _libc.syscall
+    return libc().syscall
 
 
 def _check(result: int, what: str) -> int:
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise LandlockError(errno, f"{what}: {os.strerror(errno)}")
-    return result
+    try:
+        return check(result, what)
+    except OSError as exc:
+        raise LandlockError(exc.errno, exc.strerror) from None
 
 
 def set_no_new_privs() -> None:
     """From now on nothing this process executes gains privileges (setuid bits and file capabilities are ignored)."""
-    _syscall()
-    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def abi_version() -> int:

@@ -17,39 +17,24 @@ import os
 import re
 from pathlib import Path
 
+from automaton_min.confine.libc import PR_SET_DUMPABLE, check, libc, prctl
+
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 8192, 16384, 1 << 18, 1 << 21
 # statvfs flags -> the mount flags a remount inside a user namespace must keep (the kernel locks them)
 _KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
                (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
-PR_SET_DUMPABLE = 4
-
-_libc = None
-
-
-def _c():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
 
 def _mount(source: str | None, target: str | Path, fstype: str | None, flags: int, data: str | None = None) -> None:
     encode = (lambda v: None if v is None else str(v).encode())
-    _check(_c().mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
+    check(libc().mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
            f"mount {target}")
 
 
 def protect_daemon() -> None:
     """Make this process non-dumpable: no core files, and its /proc files need a capability it alone could grant."""
-    _c().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    prctl(PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")
 
 
 def _write(path: str, text: str) -> None:
@@ -67,7 +52,7 @@ def hide_home(home: Path, workspace: Path, staging: Path) -> None:
     across while the home is covered.
     """
     uid, gid = os.geteuid(), os.getegid()
-    _check(_c().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")

@@ -17,7 +17,6 @@ Requests: ``{"op": "exec", "command", "timeout_s"}``, ``{"op": "read_file", "pat
 
 from __future__ import annotations
 
-import ctypes
 import errno as errno_codes
 import os
 import shutil
@@ -26,6 +25,7 @@ import socket
 import sys
 
 from automaton_min.confine import caps, landlock, namespace
+from automaton_min.confine.libc import PR_SET_CHILD_SUBREAPER, prctl
 from automaton_min.confine.plan import Plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
 from automaton_min.conway.local import LocalSandbox  # with everything exec needs (subprocess, selectors, codecs)
@@ -77,9 +77,6 @@ class Cancelled(Exception):
 
 def _cancel(signum, frame) -> None:
     raise Cancelled()
-
-
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def _descendants() -> list[int]:
@@ -158,7 +155,7 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
 def main(fd: int) -> int:
     """Entry point in the fresh process: read the setup message, confine, report, serve."""
     sock = socket.socket(fileno=fd)
-    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphaned background jobs come to us
+    prctl(PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")  # orphaned background jobs come to us
     setup = receive(sock)
     plan = Plan.from_args(setup["plan"])
     try:
