@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from automaton_min.agent.key_guard import KeyGuard
 from automaton_min.agent.loop import AgentLoop
 from automaton_min.agent.prompts import Identity
@@ -112,7 +110,7 @@ class RuntimeHooks:
         """Keep the last USDC balance read in KV ``last_known_usdc`` for ``status`` (written when it changes)."""
         if atomic is None or atomic == self.remembered_usdc:
             return
-        set_value(self.db, USDC_KEY, orjson.dumps({"atomic": atomic, "at": to_iso(now_ms)}).decode(), now_ms)
+        set_json(self.db, USDC_KEY, {"atomic": atomic, "at": to_iso(now_ms)}, now_ms)
         self.remembered_usdc = atomic
 
     def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]:
