@@ -76,19 +76,22 @@ def set_up(cli, home, model_url: str, **config) -> None:
     home.config_path.write_bytes(orjson.dumps({**stored, "rpcUrl": "http://127.0.0.1:9", "socialRelayUrl": "", **config}))
 
 
-def test_systemd_hears_ready_and_stopping_and_wake_wakes_the_agent_with_its_reason(cli, home, tmp_path) -> None:
+def test_systemd_hears_ready_watchdog_and_stopping_and_wake_wakes_the_agent_with_its_reason(cli, home, tmp_path) -> None:
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(tmp_path / "notify.sock"))
     notify.settimeout(60)
     with OpenAIServer(mode="llamacpp") as model:
         model.script(SLEEP, SLEEP)
         set_up(cli, home, model.url)
-        agent = Agent(home.root, {"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
+        agent = Agent(home.root, {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "1000000"})
         try:
             messages = []
             while "READY=1" not in messages:
                 messages += notify.recv(4096).decode().split("\n")
             agent.wait_for('"msg":"asleep"')
+            pings = messages.count("WATCHDOG=1")
+            while messages.count("WATCHDOG=1") < pings + 2:  # asleep, both threads still show progress
+                messages += notify.recv(4096).decode().split("\n")
             woke = cli("wake", "your", "creator", "left", "a", "note", "--json")
             assert woke.code == 0 and json.loads(woke.stdout)["pid"] == agent.proc.pid, woke.stderr
             agent.wait_for('"msg":"asleep"', count=2)
