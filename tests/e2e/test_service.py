@@ -164,3 +164,27 @@ def test_sigterm_during_a_long_command_exits_0_and_leaves_a_consistent_database(
         assert db.scalar("SELECT COUNT(*) FROM turns") == 0  # the cut-off turn left nothing half-written
         assert db.scalar("SELECT value FROM kv WHERE key = 'agent_state'") == "sleeping"
         assert json.loads(db.scalar("SELECT value FROM kv WHERE key = 'last_run'"))["stoppedAt"]
+
+
+def test_a_first_run_on_a_terminal_starts_the_setup_wizard(home) -> None:
+    """On a terminal, `run` in a home that is not set up asks the wizard's questions instead of failing."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdin=follower, stdout=follower,
+                            stderr=follower, env={**os.environ, "AUTOMATON_HOME": str(home.root)}, close_fds=True)
+    os.close(follower)
+    seen = b""
+    try:
+        while b"name" not in seen.lower():
+            chunk = os.read(leader, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:  # the terminal closed
+        pass
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        os.close(leader)
+    assert b"setup wizard comes first" in seen and b"name" in seen.lower(), seen
