@@ -1,0 +1,1 @@
+"""The agent's memory: stores, token counting, context assembly."""
