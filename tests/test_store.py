@@ -84,6 +84,13 @@ LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking",
                           "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots")
 # Reference tables the runtime uses: rows kept, timestamps rewritten into the one format at the same instants.
 RUNTIME_TABLES = ("heartbeat_schedule", "heartbeat_history", "wake_events")
+# The reference's memory tables (migration 107): rows kept, timestamps in the one format; an older database gains
+# them. Six of them get an FTS5 index (external content: the virtual table, four shadow tables, three triggers).
+MEMORY_TABLES = ("working_memory", "episodic_memory", "session_summaries", "semantic_memory", "procedural_memory",
+                 "relationship_memory", "event_stream", "knowledge_store")
+MEMORY_FTS_TABLES = tuple(f"{t}_fts{s}" for t in MEMORY_TABLES[:6]
+                          for s in ("", "_data", "_idx", "_docsize", "_config"))
+MEMORY_FTS_OBJECTS = (*MEMORY_FTS_TABLES, *(f"{t}_fts_{s}" for t in MEMORY_TABLES[:6] for s in ("ai", "ad", "au")))
 
 
 def same_instants(before: list[tuple], after: list[tuple]) -> bool:
@@ -122,7 +129,8 @@ def quoted_rows(path: Path, table: str) -> list[tuple]:
     try:
         cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         select = ", ".join(f"quote({c})" for c in cols)
-        order = "" if table == "sqlite_sequence" else " ORDER BY rowid"
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0] or ""
+        order = "" if table == "sqlite_sequence" else " ORDER BY 1" if "WITHOUT ROWID" in sql else " ORDER BY rowid"
         return conn.execute(f"SELECT {select} FROM {table}{order}").fetchall()
     finally:
         conn.close()
@@ -328,8 +336,9 @@ def test_reference_fixture_is_shaped_like_the_reference(reference_v11: Path) -> 
 def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: Path, clock) -> None:
     counts = row_counts(reference_v11)
     master = master_of(reference_v11)
-    foreign = {t: quoted_rows(reference_v11, t) for t in (*FOREIGN_TABLES, "sqlite_sequence") if t not in RUNTIME_TABLES}
-    runtime = {t: quoted_rows(reference_v11, t) for t in RUNTIME_TABLES}
+    foreign = {t: quoted_rows(reference_v11, t) for t in (*FOREIGN_TABLES, "sqlite_sequence")
+               if t not in (*RUNTIME_TABLES, *MEMORY_TABLES)}
+    runtime = {t: quoted_rows(reference_v11, t) for t in (*RUNTIME_TABLES, *MEMORY_TABLES)}
     inbox = quoted_rows(reference_v11, "inbox_messages")
     spend_before = quoted_rows(reference_v11, "spend_tracking")
 
@@ -359,13 +368,15 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     after = row_counts(reference_v11)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
     assert {t: after.pop(t) for t in OWN_TABLES} == {t: 0 for t in OWN_TABLES}
+    fts = {t: after.pop(t) for t in MEMORY_FTS_TABLES}
+    assert all(fts[f"{t}_fts"] == counts[t] for t in MEMORY_TABLES[:6])  # the index reads its base table
     assert after == counts
     assert all(quoted_rows(reference_v11, t) == rows for t, rows in foreign.items())
     assert all(same_instants(rows, quoted_rows(reference_v11, t)) for t, rows in runtime.items())
     # The reference's schema is untouched but for schema_version's new name column and inbox_messages' signed_by
-    # (migration 106); our own tables are added.
+    # (migration 106); our own tables and the memory indexes (migration 107) are added.
     changed = {m[1] for m in set(master) ^ set(master_of(reference_v11))}
-    assert changed == {"schema_version", "inbox_messages", *OWN_TABLES, *OWN_INDEXES}
+    assert changed == {"schema_version", "inbox_messages", *OWN_TABLES, *OWN_INDEXES, *MEMORY_FTS_OBJECTS}
     # Inbox rows keep every non-timestamp value.
     keep = lambda rows: [r[:3] + r[5:] for r in rows]  # noqa: E731 - drop received_at, processed_at
     upgraded = quoted_rows(reference_v11, "inbox_messages")
@@ -430,12 +441,16 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
 
     after = row_counts(path)
     assert after.pop("schema_version") == counts.pop("schema_version") + len(MIGRATIONS)
-    added = (*OWN_TABLES, *LATER_REFERENCE_TABLES, "sqlite_sequence")  # wake_events is AUTOINCREMENT
+    added = (*OWN_TABLES, *LATER_REFERENCE_TABLES, *MEMORY_TABLES, "sqlite_sequence")  # wake_events: AUTOINCREMENT
     assert {t: after.pop(t) for t in added} == {t: 0 for t in added}
+    assert {t: after.pop(t) for t in MEMORY_FTS_TABLES if t.endswith("_fts")} == {t: 0 for t in MEMORY_FTS_TABLES
+                                                                                  if t.endswith("_fts")}
+    for t in MEMORY_FTS_TABLES:  # the shadow tables' bookkeeping rows
+        after.pop(t, None)
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's other later tables appear.
-    assert "working_memory" not in tables_of(path) and "children" in counts
+    assert "soul_history" not in tables_of(path) and "goals" not in tables_of(path) and "children" in counts
 
 
 # --- transactions ------------------------------------------------------------------

@@ -139,4 +139,4 @@ def normalize_timestamps(db: "Database", table: str, columns: Sequence[str]) -> 
 
 
 # Import the modules that register steps, in order (they append to MIGRATIONS).
-from automaton_min.store import schema_core, schema_inference, schema_payments, schema_policy, schema_runtime, schema_social  # noqa: E402,F401,E501
+from automaton_min.store import schema_core, schema_inference, schema_memory, schema_payments, schema_policy, schema_runtime, schema_social  # noqa: E402,F401,E501

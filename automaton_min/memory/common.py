@@ -1,0 +1,237 @@
+"""What the memory stores share: errors, value checks, the FTS5 query sanitizer, ranked search and pruning.
+
+Ranking. A search first asks FTS5 for the best ``pool`` matches by bm25 (column weights per store), then scores
+each candidate::
+
+    relevance = bm25 / best bm25 among the candidates          (0..1, the best match is 1)
+    recency   = 0.5 ** (age_days / half_life_days)              (1 now, 0.5 one half-life ago; 0 without a time)
+    score     = relevance * (0.5 + 0.3 * quality + 0.2 * recency)
+
+``quality`` is the store's own measure in 0..1: importance (episodic), confidence (semantic), priority (working),
+trust (relationships), the smoothed success rate ``(s + 1) / (s + f + 2)`` (procedures). Relevance gates the
+score (a row that does not match is never returned); quality and recency move it between half and all of its
+relevance, so a strong match stays ahead of a weak one unless the weak one is much more trusted and recent.
+Ties keep bm25 order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from automaton_min.clock import from_iso
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+T = TypeVar("T")
+
+MAX_TEXT = 8_000  # characters in any one text field
+MAX_QUERY_TERMS = 16
+DAY_MS = 86_400_000
+PRUNE_BATCH = 200
+
+
+class MemoryStoreError(ValueError):
+    """A value breaks a memory store's rule (range, category, length); the message names the field."""
+
+
+class ProtectedMemoryError(MemoryStoreError):
+    """The entry was given by the creator (or is about the creator) and cannot be forgotten or overwritten."""
+
+
+def unit(name: str, value: float) -> float:
+    """``value`` as a float in 0..1, or an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise MemoryStoreError(f"{name}: expected a number between 0 and 1, got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise MemoryStoreError(f"{name}: must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def text(name: str, value: str | None, *, required: bool = True, limit: int = MAX_TEXT) -> str | None:
+    """A checked text field: a string, non-blank when required, at most ``limit`` characters."""
+    if value is None:
+        if required:
+            raise MemoryStoreError(f"{name}: required")
+        return None
+    if not isinstance(value, str):
+        raise MemoryStoreError(f"{name}: expected text, got {type(value).__name__}")
+    if required and not value.strip():
+        raise MemoryStoreError(f"{name}: must not be blank")
+    if len(value) > limit:
+        raise MemoryStoreError(f"{name}: at most {limit} characters, got {len(value)}")
+    return value
+
+
+def choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise MemoryStoreError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def estimate_tokens(value: str | None) -> int:
+    """A cheap token estimate (4 characters a token) until the real counter is passed in."""
+    return math.ceil(len(value or "") / 4)
+
+
+# --- FTS5 queries ----------------------------------------------------------------------------------------
+
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+STOPWORDS = frozenset(
+    "a an and are as at be but by did do does for from had has have how i if in is it its me my no not of on or"
+    " our so that the their them then there these they this to was we were what when where which who why will"
+    " with you your".split()
+)
+
+
+def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
+    """An FTS5 MATCH expression for free text: each word quoted, joined with OR; ``None`` when no word is left.
+
+    Quoting makes operators (AND, OR, NOT, NEAR), ``*``, ``^``, column filters and parentheses plain words, so
+    no user text is ever an FTS5 syntax error. Stop words are dropped (unless nothing else is left), duplicates
+    too, and at most ``max_terms`` words are kept (the longest, which tend to be the most telling).
+    """
+    words: list[str] = []
+    seen: set[str] = set()
+    for word in _TERM.findall(user_text or ""):
+        folded = word.casefold()
+        if folded not in seen:
+            seen.add(folded)
+            words.append(folded)
+    kept = [w for w in words if w not in STOPWORDS] or words
+    if len(kept) > max_terms:
+        longest = set(sorted(kept, key=len, reverse=True)[:max_terms])
+        kept = [w for w in kept if w in longest][:max_terms]
+    if not kept:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in kept)
+
+
+# --- ranked search ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ranked(Generic[T]):
+    """A search result: the entry and its score (higher is better)."""
+
+    item: T
+    score: float
+
+
+def recency(stamp: str | None, now_ms: int, half_life_days: float) -> float:
+    if not stamp:
+        return 0.0
+    try:
+        age_days = max(0.0, (now_ms - from_iso(stamp)) / DAY_MS)
+    except ValueError:
+        return 0.0
+    return 0.5 ** (age_days / half_life_days)
+
+
+def combine(relevance: float, quality: float, fresh: float) -> float:
+    return relevance * (0.5 + 0.3 * min(1.0, max(0.0, quality)) + 0.2 * fresh)
+
+
+def ranked_search(
+    db: "Database",
+    *,
+    table: str,
+    select: str,
+    query: str,
+    weights: Sequence[float],
+    limit: int,
+    now_ms: int,
+    half_life_days: float,
+    build: Callable[[tuple[Any, ...]], T],
+    quality: Callable[[T], float],
+    stamp: Callable[[T], str | None],
+    where: str = "",
+    params: Sequence[Any] = (),
+    pool: int | None = None,
+) -> list[Ranked[T]]:
+    """Rank ``table``'s rows matching ``query`` (free text) by the formula in this module's docstring.
+
+    ``select`` lists the base table's columns (aliased ``t``); ``where`` adds conditions on ``t``.
+    """
+    if limit <= 0:
+        return []
+    match = fts_query(query)
+    if match is None:
+        return []
+    fts = f"{table}_fts"
+    bm25 = f"bm25({fts}, {', '.join(str(float(w)) for w in weights)})"
+    extra = f" AND ({where})" if where else ""
+    rows = db.query(
+        f"SELECT {bm25}, {select} FROM {fts} JOIN {table} t ON t.rowid = {fts}.rowid"
+        f" WHERE {fts} MATCH ?{extra} ORDER BY {bm25} LIMIT ?",
+        (match, *params, pool or max(50, limit * 5)),
+    )
+    if not rows:
+        return []
+    best = max(-row[0] for row in rows) or 1.0
+    scored: list[Ranked[T]] = []
+    for row in rows:
+        item = build(row[1:])
+        relevance = max(0.0, -row[0]) / best if best > 0 else 1.0
+        scored.append(Ranked(item, combine(relevance, quality(item), recency(stamp(item), now_ms, half_life_days))))
+    scored.sort(key=lambda r: r.score, reverse=True)  # stable: ties keep bm25 order
+    return scored[:limit]
+
+
+# --- retention ------------------------------------------------------------------------------------------------
+
+
+def prune_to(
+    db: "Database",
+    table: str,
+    *,
+    keep: int,
+    order: str,
+    params: Sequence[Any] = (),
+    deletable: str = "1",
+    scope: str = "1",
+    scope_params: Sequence[Any] = (),
+    batch: int = PRUNE_BATCH,
+) -> int:
+    """Delete the rows that sort first by ``order`` until at most ``keep`` rows of ``scope`` remain.
+
+    Each batch of at most ``batch`` rows is its own short transaction. Rows outside ``deletable`` are never
+    deleted (they still count), so a table full of protected rows stops shrinking. Returns the rows deleted.
+    """
+    if keep < 0:
+        raise MemoryStoreError(f"keep: must be 0 or more, got {keep}")
+    deleted = 0
+    while True:
+        with db.transaction():
+            excess = db.scalar(f"SELECT COUNT(*) FROM {table} WHERE {scope}", scope_params) - keep
+            if excess <= 0:
+                return deleted
+            db.execute(
+                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ({scope}) AND ({deletable})"
+                f" ORDER BY {order} LIMIT ?)",
+                (*scope_params, *params, min(excess, batch)),
+            )
+            gone = db.connection.changes()
+        deleted += gone
+        if gone == 0:
+            return deleted
+
+
+def delete_where(db: "Database", table: str, where: str, params: Sequence[Any] = (), *,
+                 batch: int = PRUNE_BATCH) -> int:
+    """Delete every row matching ``where`` in batches of ``batch``, each its own transaction."""
+    deleted = 0
+    while True:
+        with db.transaction():
+            db.execute(
+                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {where} LIMIT ?)",
+                (*params, batch),
+            )
+            gone = db.connection.changes()
+        deleted += gone
+        if gone < batch:
+            return deleted
