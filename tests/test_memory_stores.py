@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automaton_min.clock import from_iso, is_stored_format
-from automaton_min.memory.common import MemoryStoreError, ProtectedMemoryError, fts_query
+from automaton_min.memory.common import MemoryStoreError, ProtectedMemoryError, drop_common_words, fts_query
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.procedural import ProceduralMemory
 from automaton_min.memory.relationships import RelationshipMemory
@@ -354,6 +354,18 @@ def test_any_text_makes_a_valid_match_expression(db, text: str) -> None:
     match = fts_query(text)
     if match is not None:
         db.query("SELECT rowid FROM semantic_memory_fts WHERE semantic_memory_fts MATCH ? LIMIT 1", (match,))
+
+
+def test_common_words_are_left_out_of_big_tables(db, clock) -> None:
+    em = EpisodicMemory(db, clock)
+    with db.transaction():
+        for i in range(2100):
+            em.record("s", "note", f"agent report number {i}" + (" about penguins" if i % 500 == 0 else ""))
+            clock.advance(3_600_000)
+    assert drop_common_words(db, "episodic_memory", ["agents", "reporting", "penguins"]) == ["penguins"]
+    assert drop_common_words(db, "episodic_memory", ["agents", "reporting", "number"]) == ["agents", "reporting"]
+    assert [r.item.summary for r in em.search("agent reports about penguins", limit=2)] == [
+        "agent report number 2000 about penguins", "agent report number 1500 about penguins"]
 
 
 def test_query_sanitizer_quotes_words_and_drops_stop_words() -> None:

@@ -1,7 +1,8 @@
 """What the memory stores share: errors, value checks, the FTS5 query sanitizer, ranked search and pruning.
 
-Ranking. A search first asks FTS5 for the best ``pool`` matches by bm25 (column weights per store), then scores
-each candidate::
+Ranking. The query's words are quoted and joined with OR; in a table of 2,000 rows or more, words found in over
+5% of the rows are left out (``drop_common_words``: they make the search slow and barely move bm25). FTS5 then
+gives the best ``pool`` matches by bm25 (column weights per store), and each candidate is scored::
 
     relevance = bm25 / best bm25 among the candidates          (0..1, the best match is 1)
     recency   = 0.5 ** (age_days / half_life_days)              (1 now, 0.5 one half-life ago; 0 without a time)
@@ -21,6 +22,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import apsw
 
 from automaton_min.clock import from_iso
 
@@ -88,13 +91,9 @@ STOPWORDS = frozenset(
 )
 
 
-def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
-    """An FTS5 MATCH expression for free text: each word quoted, joined with OR; ``None`` when no word is left.
-
-    Quoting makes operators (AND, OR, NOT, NEAR), ``*``, ``^``, column filters and parentheses plain words, so
-    no user text is ever an FTS5 syntax error. Stop words are dropped (unless nothing else is left), duplicates
-    too, and at most ``max_terms`` words are kept (the longest, which tend to be the most telling).
-    """
+def query_words(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """The words of free text worth searching for: case-folded, without duplicates, stop words (unless nothing
+    else is left) and beyond ``max_terms`` (the longest are kept, as they tend to be the most telling)."""
     words: list[str] = []
     seen: set[str] = set()
     for word in _TERM.findall(user_text or ""):
@@ -106,9 +105,48 @@ def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None
     if len(kept) > max_terms:
         longest = set(sorted(kept, key=len, reverse=True)[:max_terms])
         kept = [w for w in kept if w in longest][:max_terms]
-    if not kept:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in kept)
+    return kept
+
+
+def match_expression(words: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression: each word quoted (so AND, OR, NOT, NEAR, ``*``, ``^``, ``:`` and parentheses
+    are plain words), joined with OR; ``None`` for no words."""
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or None
+
+
+def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
+    """The MATCH expression for free text; no user text is ever an FTS5 syntax error."""
+    return match_expression(query_words(user_text, max_terms=max_terms))
+
+
+COMMON_MIN_ROWS = 2_000
+COMMON_FRACTION = 0.05
+
+
+def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]:
+    """Leave out words found in more than 5% of a table of 2,000 rows or more (they cost the most to rank and
+    tell the least), unless only such words are left; then the two rarest stay.
+
+    Needs apsw's FTS5 tokenizer access (apsw 3.47 or newer) to look words up as the index stores them (stemmed);
+    without it the words are returned as they are.
+    """
+    tokenizer_of = getattr(db.connection, "fts5_tokenizer", None)
+    if len(words) < 2 or tokenizer_of is None:
+        return words
+    rows = db.scalar(f"SELECT COUNT(*) FROM {table}", default=0)
+    if rows < COMMON_MIN_ROWS:
+        return words
+    tokenize = tokenizer_of("porter", ["unicode61", "remove_diacritics", "2"])
+    stems = {w: tokenize(w.encode(), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
+                         include_colocated=False) for w in words}
+    vocab = f"{table}_fts_vocab"
+    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {table}_fts, row)")
+    terms = sorted({t for ts in stems.values() for t in ts})
+    found = dict(db.query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(terms))})",
+                          terms)) if terms else {}
+    docs = {w: min((found.get(t, 0) for t in ts), default=0) for w, ts in stems.items()}
+    rare = [w for w in words if docs[w] <= rows * COMMON_FRACTION]
+    return rare or sorted(words, key=docs.__getitem__)[:2]
 
 
 # --- ranked search ------------------------------------------------------------------------------------------
@@ -159,7 +197,7 @@ def ranked_search(
     """
     if limit <= 0:
         return []
-    match = fts_query(query)
+    match = match_expression(drop_common_words(db, table, query_words(query)))
     if match is None:
         return []
     fts = f"{table}_fts"
