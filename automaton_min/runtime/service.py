@@ -59,9 +59,12 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
 
     with start_step("heartbeat"):
         factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
-        scheduler = Scheduler(home, config, db_path(home, config), BUILTIN_TASKS, factory, WakeBus(signals.wake),
-                              now=now, metrics=metrics,
-                              extra_tasks={"check_social_inbox": check_social_inbox, "report_metrics": report_metrics})
+        # Tasks with nothing to work on are left out: each run writes its schedule row, and SD cards wear.
+        tasks = {name: task for name, task in BUILTIN_TASKS.items()
+                 if name != "check_credits" or config.get("conwayApiKey")}
+        extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
+        scheduler = Scheduler(home, config, db_path(home, config), tasks, factory, WakeBus(signals.wake),
+                              now=now, metrics=metrics, extra_tasks=extra)
         agent.loop.services["heartbeat"] = HeartbeatControl(agent.db, poke=scheduler.poke, now=now)
         signals.on_nudge.append(scheduler.poke)
         scheduler.start()

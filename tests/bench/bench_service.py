@@ -111,6 +111,7 @@ def main() -> int:
                 via_cli.append((responder.wait_for(before + 1) - started) * 1000)
                 time.sleep(0.5)
 
+            time.sleep(10)  # the last wake's turn is written and the agent asleep before the idle window opens
             pids = [daemon.pid, *children_of(daemon.pid)]
             cpu_before, written_before = cpu_and_writes(pids)
             time.sleep(IDLE_S)
