@@ -15,7 +15,7 @@ from automaton_min.clock import to_iso
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.heartbeat.task_api import TaskContext, TaskFunction, TaskResult
 from automaton_min.observe.log import get_logger
-from automaton_min.store.kv import delete_value, get_value, set_json, set_value
+from automaton_min.store.kv import delete_value, get_value, json_object, set_json, set_value
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -44,12 +44,6 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
 EXTERNAL_TASKS = ("check_social_inbox", "report_metrics")
 
 
-def _json(raw: str | None) -> dict:
-    try:
-        value = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def dollars(cents: int | None) -> str:
@@ -161,7 +155,7 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     from automaton_min.runtime.status import USDC_KEY
 
     now_ms = ctx.now()
-    last = _json(get_value(ctx.db, "last_usdc_check"))
+    last = json_object(get_value(ctx.db, "last_usdc_check"))
     last_at = epoch_ms(last.get("timestamp")) if isinstance(last.get("timestamp"), str) else None
     if ctx.tier in ("normal", "high") and last_at is not None and 0 <= now_ms - last_at < USDC_HEALTHY_EVERY_MS:
         return TaskResult("USDC read within the hour; not needed more often at this tier")
@@ -169,7 +163,7 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     cents = _cached_cents(ctx)
     with ctx.db.transaction():
         set_json(ctx.db, "last_usdc_check", {"balance": usdc, "credits": cents, "timestamp": to_iso(now_ms)}, now_ms)
-        if _json(get_value(ctx.db, USDC_KEY)).get("atomic") != usdc:  # for status; written when it changes
+        if json_object(get_value(ctx.db, USDC_KEY)).get("atomic") != usdc:  # for status; written when it changes
             set_json(ctx.db, USDC_KEY, {"atomic": usdc, "at": to_iso(now_ms)}, now_ms)
     if ctx.tier not in ("critical", "dead") or usdc < TOPUP_MIN_USDC_ATOMIC or ctx.topup is None or cents is None:
         return TaskResult(f"USDC {format_usdc(usdc)}")

@@ -27,7 +27,7 @@ from automaton_min.observe import metrics as m
 from automaton_min.observe.alerts import Alert, AlertEngine, Evaluation
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import Metrics, MetricsSnapshot
-from automaton_min.store.kv import get_value
+from automaton_min.store.kv import get_value, json_object
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -65,8 +65,8 @@ def report_metrics(ctx: TaskContext) -> TaskResult:
 
 def refresh_gauges(db: "Database", metrics: Metrics, now_ms: int, *, credits: bool) -> None:
     """Balances from what was last read (by the loop or a heartbeat task), and the turns of the last hour."""
-    cents = _json_row(get_value(db, CREDITS_KEY)).get("cents") if credits else None
-    atomic = _json_row(get_value(db, USDC_KEY)).get("atomic")
+    cents = json_object(get_value(db, CREDITS_KEY)).get("cents") if credits else None
+    atomic = json_object(get_value(db, USDC_KEY)).get("atomic")
     metrics.balances(cents if isinstance(cents, int) else None, atomic if isinstance(atomic, int) else None)
     metrics.set_gauge(m.TURNS_LAST_HOUR, turns_last_hour(db, metrics, now_ms))
 
@@ -129,9 +129,3 @@ def _alerts(raw: str | None) -> list[Alert]:
     return [alert for alert in (Alert.from_json(item) for item in data if isinstance(item, dict)) if alert]
 
 
-def _json_row(raw: str | None) -> dict[str, Any]:
-    try:
-        value = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

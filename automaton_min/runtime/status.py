@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from automaton_min import __version__
 from automaton_min.agent.states import read_agent_state
 from automaton_min.clock import system_now
@@ -16,7 +14,7 @@ from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import get_value
+from automaton_min.store.kv import get_value, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp
 from automaton_min.tiers import tier_for_credits
 
@@ -41,13 +39,13 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         state = read_agent_state(db)
         turns = count_turns(db)
         last_turn = last_turn_timestamp(db)
-        credits = _json_row(get_value(db, CREDITS_KEY))
-        usdc = _json_row(get_value(db, USDC_KEY))
-        last_error = _json_row(get_value(db, LAST_ERROR_KEY))
+        credits = json_object(get_value(db, CREDITS_KEY))
+        usdc = json_object(get_value(db, USDC_KEY))
+        last_error = json_object(get_value(db, LAST_ERROR_KEY))
         confinement = get_value(db, CONFINEMENT_KEY)
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
         approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
-        relay_dropped = _json_row(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
+        relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
@@ -77,10 +75,3 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
     }
 
 
-def _json_row(raw: str | None) -> dict[str, Any]:
-    """A KV value holding a JSON object; anything else (absent, damaged) reads as empty."""
-    try:
-        value = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from automaton_min.store.kv import json_object
 from automaton_min.clock import from_iso, to_iso
 from automaton_min.observe.log import get_logger
 
@@ -58,7 +59,7 @@ def consume_all(db: "Database", *, now_ms: int) -> list[WakeEvent]:
         if rows:
             db.execute("UPDATE wake_events SET consumed_at = ? WHERE consumed_at IS NULL AND id <= ?",
                        (to_iso(now_ms), rows[-1][0]))
-    return [WakeEvent(r[0], r[1], r[2], _payload(r[3]), r[4]) for r in rows]
+    return [WakeEvent(r[0], r[1], r[2], json_object(r[3]), r[4]) for r in rows]
 
 
 def take_pending(db: "Database", *, now_ms: int, picked_up_before_ms: int | None) -> list[WakeEvent]:
@@ -77,12 +78,6 @@ def prune_consumed(db: "Database", older_than_ms: int, *, batch: int = 500) -> i
     return db.connection.changes()
 
 
-def _payload(raw: str | None) -> dict[str, Any]:
-    try:
-        value = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class WakeBus:

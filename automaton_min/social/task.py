@@ -19,7 +19,7 @@ from automaton_min.observe.log import get_logger
 from automaton_min.social import approvals
 from automaton_min.social.intake import authority_for, ingest, saved_cursor
 from automaton_min.social.relay import POLL_LIMIT
-from automaton_min.store.kv import delete_value, get_value, set_value
+from automaton_min.store.kv import delete_value, get_value, json_object, set_value
 
 if TYPE_CHECKING:
     from automaton_min.social.intake import IntakeReport
@@ -41,11 +41,7 @@ def poll_interval_s(config: Any) -> int:
 
 
 def _backoff(ctx: TaskContext) -> dict[str, Any]:
-    try:
-        value = orjson.loads(get_value(ctx.db, BACKOFF_KEY) or "{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object(get_value(ctx.db, BACKOFF_KEY))
 
 
 def check_social_inbox(ctx: TaskContext) -> TaskResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from automaton_min.clock import to_iso
 
@@ -33,3 +33,14 @@ def set_json(db: "Database", key: str, value: object, now_ms: int) -> None:
     import orjson
 
     set_value(db, key, orjson.dumps(value).decode(), now_ms)
+
+
+def json_object(raw: str | None) -> dict[str, Any]:
+    """Stored text holding a JSON object; anything else (absent, damaged, another JSON type) reads as empty."""
+    import orjson
+
+    try:
+        value = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
