@@ -260,3 +260,16 @@ def test_check_usdc_balance_reads_the_chain_hourly_at_a_healthy_tier(db, home, c
     clock.advance(HOUR)
     tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader))
     assert len(reads) == 3
+
+
+def test_retention_also_keeps_the_memory_stores_within_their_bounds(db, clock):
+    """Memory tables grow too: the retention run drops expired working memory and trims every store to its bound."""
+    from automaton_min.memory.working import WorkingMemory
+
+    working = WorkingMemory(db, clock)
+    working.add("s1", "a note that lasts a minute", ttl_ms=60_000)
+    kept = working.add("s1", "a note that stays")
+    clock.advance(120_000)
+    removed = prune_all(db, config_from({}), clock())
+    assert removed.get("working_memory") == 1
+    assert [row[0] for row in db.query("SELECT content FROM working_memory")] == [kept.content]

@@ -63,6 +63,20 @@ def _repeat(step: Callable[[], int], deadline: float, stop: Any) -> int:
     return total
 
 
+def memory_stores(db: "Database", now_ms: int) -> dict[str, Any]:
+    """The five memory stores, for their size bounds (working memory also drops what has expired)."""
+    from automaton_min.memory.episodic import EpisodicMemory
+    from automaton_min.memory.procedural import ProceduralMemory
+    from automaton_min.memory.relationships import RelationshipMemory
+    from automaton_min.memory.semantic import SemanticMemory
+    from automaton_min.memory.working import WorkingMemory
+
+    now = lambda: now_ms  # noqa: E731 - one instant for the whole run
+    return {"working_memory": WorkingMemory(db, now), "episodic_memory": EpisodicMemory(db, now),
+            "semantic_memory": SemanticMemory(db, now), "procedural_memory": ProceduralMemory(db, now),
+            "relationship_memory": RelationshipMemory(db, now)}
+
+
 def turns_keep(config: "Config") -> int:
     retention = config.get("retention") or {}
     value = retention.get("turnsKeep", DEFAULT_TURNS_KEEP) if isinstance(retention, dict) else DEFAULT_TURNS_KEEP
@@ -113,6 +127,8 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
         "turns": turns_step,
     }
     removed: dict[str, int] = {}
+    for table, store in memory_stores(db, now_ms).items():  # each keeps its own bound, in batches of its own
+        steps[table] = store.prune
     for table, step in steps.items():
         if time.monotonic() > deadline or (stop is not None and stop.is_set()):
             break
