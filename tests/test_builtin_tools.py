@@ -51,6 +51,8 @@ NAMES = {
     "list_models", "switch_model", "check_inference_spending", "modify_heartbeat", "update_genesis_prompt", "view_soul",
     "update_soul", "expose_port", "remove_port", "create_sandbox", "list_sandboxes",
 }
+MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure", "note_about_agent", "forget"}
+MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -118,9 +120,9 @@ def fails(ctx: ToolContext, name: str, args: dict[str, Any] | None = None) -> st
 
 def test_every_builtin_is_registered_with_a_strict_schema() -> None:
     specs = {spec.name: spec for spec in REGISTRY.specs()}
-    assert set(specs) == NAMES
+    assert set(specs) == NAMES | MEMORY_MUTATING | MEMORY_IDLE_ONLY
     for spec in specs.values():
-        assert spec.description and spec.category in {"vm", "conway", "financial", "survival", "self_mod"}, spec.name
+        assert spec.description and spec.category in {"vm", "conway", "financial", "survival", "self_mod", "memory"}, spec.name
         assert spec.risk in {"safe", "caution", "dangerous"}, spec.name
         assert spec.parameters["type"] == "object" and spec.parameters["additionalProperties"] is False, spec.name
         assert set(spec.parameters.get("required", [])) <= set(spec.parameters["properties"]), spec.name
@@ -128,8 +130,8 @@ def test_every_builtin_is_registered_with_a_strict_schema() -> None:
 
 
 def test_flags_match_the_inventory() -> None:
-    assert MUTATING_TOOLS == INVENTORY_MUTATING
-    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | {"view_soul"}
+    assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING
+    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}
     assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt"}

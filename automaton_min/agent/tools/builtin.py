@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automaton_min.agent.tools import models, money, self_tools, survival, vm
+from automaton_min.agent.tools import memory_tools, models, money, self_tools, survival, vm
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure
 from automaton_min.observe.log import scrub
 
@@ -30,7 +30,8 @@ def _scrubbed(tool: Tool) -> Tool:
     return Tool(tool.spec, guarded)
 
 
-_ALL: tuple[Tool, ...] = (*vm.TOOLS, *money.TOOLS, *survival.TOOLS, *models.TOOLS, *self_tools.TOOLS)
+_ALL: tuple[Tool, ...] = (*vm.TOOLS, *money.TOOLS, *survival.TOOLS, *models.TOOLS, *self_tools.TOOLS,
+                          *memory_tools.TOOLS)
 
 
 def builtin_tools() -> list[Tool]:
