@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from automaton_min.agent.context import build_messages
 from automaton_min.agent.prompts import Identity, Status, system_prompt, wakeup_message
 from automaton_min.agent.tools.base import ToolSpec
 from automaton_min.clock import to_iso
 from automaton_min.inference.types import Message
+from automaton_min.memory.tokens import TokenCounter, count_tokens
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, prune_turns, recent_turns
 
 IDENTITY = Identity("ada", "0x" + "12" * 20, "0x" + "34" * 20, None)
@@ -91,3 +95,33 @@ def test_turn_retention_keeps_the_newest(db) -> None:
     assert prune_turns(db, keep_latest=3) == 7
     assert [t.id for t in recent_turns(db, 10)] == ["T0007", "T0008", "T0009"] and count_turns(db) == 3
     assert db.scalar("SELECT COUNT(*) FROM tool_calls") == 3
+
+
+def _b64(n: int, size: int) -> str:
+    return base64.b64encode(hashlib.shake_256(str(n).encode()).digest(size)).decode()
+
+
+def _exact_size(messages) -> int:
+    return sum(count_tokens(m.content) + 4 + sum(count_tokens(c.name) + count_tokens(str(c.arguments)) for c in m.tool_calls)
+               for m in messages)
+
+
+def test_base64_tool_results_are_trimmed_to_the_exact_count() -> None:
+    turns = [StoredTurn(f"T{n}", to_iso(n), "running", None, None, "",
+                        (StoredToolCall(f"T{n}_0", "exec", {"command": "cat blob"}, _b64(n, 2250), None),))
+             for n in range(5)]
+    chars4 = sum(len(_b64(n, 2250)) // 4 + 20 for n in range(5))
+    assert chars4 < 4500  # characters/4 would keep all five turns
+    messages = build_messages("S", turns, None, budget_tokens=4500)
+    kept = [m for m in messages if m.role == "tool"]
+    assert 0 < len(kept) < 5 and kept[-1].content == _b64(4, 2250)
+    assert _exact_size(messages) <= 4500
+
+
+def test_a_small_context_makes_no_exact_count() -> None:
+    counter = TokenCounter()
+    messages = build_messages("S", [turn(n) for n in range(5)], Message("user", "[wakeup] hi"), budget_tokens=10_000,
+                              counter=counter)
+    assert len(messages) == 12 and not counter.loaded  # all of it, on the estimate alone
+    build_messages("S" * 30_000, [turn(1)], None, budget_tokens=10_000, counter=counter)  # over 70%: exact
+    assert counter.loaded

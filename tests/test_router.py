@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from fractions import Fraction
 
 import pytest
@@ -15,11 +17,13 @@ from automaton_min.inference.router import (
     BudgetDenied,
     Router,
     RoutedResult,
+    COUNT_BAND,
     cost_cents,
-    estimate_tokens,
+    prompt_tokens,
     prune_inference_costs,
 )
 from automaton_min.inference.types import ChatResult, Message, Usage
+from automaton_min.memory.tokens import ESTIMATE_ERROR_BOUND, count_tokens
 from automaton_min.treasury.spend import SpendTracker
 from standins.loopback_http import LoopbackServer, Reply
 
@@ -168,7 +172,7 @@ def test_a_call_records_its_real_cost_with_the_turn_id(db, registry, clock) -> N
 def test_missing_usage_is_estimated_and_flagged(db, registry, clock) -> None:
     result = router(db, registry, clock, ScriptedChat(Usage(None, None))).route(MESSAGES, tier="normal", turn_id="t")
     assert result.usage_estimated is True
-    assert result.input_tokens == estimate_tokens("".join(m.content for m in MESSAGES) + "[]")
+    assert result.input_tokens == prompt_tokens(MESSAGES, (), count_tokens)
 
 
 # --------------------------------------------------------------------------- budgets at their boundaries
@@ -176,7 +180,7 @@ def test_missing_usage_is_estimated_and_flagged(db, registry, clock) -> None:
 
 def worst_case(r: Router, tier: str = "normal") -> int:
     route = r.plan(tier)
-    return cost_cents(route.model, estimate_tokens("".join(m.content for m in MESSAGES) + "[]"), route.max_tokens)
+    return cost_cents(route.model, prompt_tokens(MESSAGES, (), count_tokens), route.max_tokens)
 
 
 def test_per_call_ceiling(db, registry, clock) -> None:
@@ -185,6 +189,24 @@ def test_per_call_ceiling(db, registry, clock) -> None:
     denied = router(db, registry, clock, modelStrategy={"perCallCeilingCents": estimate - 1}).route(MESSAGES, tier="normal", turn_id="b")
     assert isinstance(allowed, RoutedResult)
     assert isinstance(denied, BudgetDenied) and denied.limit == "perCallCeilingCents"
+
+
+def test_the_ceiling_is_checked_on_the_real_token_count(db, registry, clock) -> None:
+    blob = base64.b64encode(hashlib.shake_256(b"blob").digest(75_000)).decode()  # 100,000 characters
+    messages = (Message("user", blob),)
+    route = router(db, registry, clock).plan("normal")
+    chars4 = cost_cents(route.model, len(blob) // 4 + 1, route.max_tokens)
+    exact = cost_cents(route.model, prompt_tokens(messages, (), count_tokens), route.max_tokens)
+    assert exact > chars4  # characters/4 would have let it through
+    chat = ScriptedChat()
+    denied = router(db, registry, clock, chat, modelStrategy={"perCallCeilingCents": chars4}).route(messages, tier="normal", turn_id="a")
+    assert isinstance(denied, BudgetDenied) and denied.limit == "perCallCeilingCents" and chat.calls == []
+    allowed = router(db, registry, clock, chat, modelStrategy={"perCallCeilingCents": exact}).route(messages, tier="normal", turn_id="b")
+    assert isinstance(allowed, RoutedResult)
+
+
+def test_the_count_band_covers_the_measured_estimate_error() -> None:
+    assert COUNT_BAND >= max(ESTIMATE_ERROR_BOUND.values())
 
 
 def test_hourly_budget(db, registry, clock) -> None:

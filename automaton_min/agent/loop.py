@@ -26,7 +26,7 @@ from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
-from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, prompt_tokens
+from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message
 from automaton_min.observe.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
@@ -262,13 +262,12 @@ class AgentLoop:
         server says the prompt is too long, the router shrinks that model's budget (for good) and this turn
         retries once with the smaller context."""
         tools = self.tools.schemas()
-        schema_tokens = prompt_tokens((), tools)
-        context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
+        context = build_messages(prompt, turns, message, budget_tokens=route.context_budget, tools=tools)
         try:
             return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
         except ContextTooLong as exc:
             route = self.router.shrink_context(route, exc, context, tools)
-            context = build_messages(prompt, turns, message, budget_tokens=max(route.context_budget - schema_tokens, 0))
+            context = build_messages(prompt, turns, message, budget_tokens=route.context_budget, tools=tools)
             return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:

@@ -12,8 +12,12 @@
   is at most a quarter of a small window, so the prompt keeps room.
 - When a server refuses a prompt as too long (``ContextTooLong``), ``shrink_context`` gives a smaller budget
   for that model, from the server's own numbers when it sent them; it is remembered for later turns.
-- Budgets are checked before the call against a worst-case estimate (input ~ characters/4,
-  output = the token limit): the per-call ceiling, the hourly and session budgets
+- Input tokens are cl100k_base tokens (``memory/tokens.py``). The context budget of a model that does not use
+  cl100k (Gemma, Llama, anything local, the o200k GPT models) leaves ``safety_margin`` (10%) of its window
+  unused, as our counts are not its tokenizer's.
+- Budgets are checked before the call against a worst-case estimate (input: the cheap token estimate raised
+  by its error bound, ``COUNT_BAND``, and the exact count only when that is denied; output = the token
+  limit): the per-call ceiling, the hourly and session budgets
   (``modelStrategy``), and the treasury's daily inference budget. A denial is a
   ``BudgetDenied`` value the loop acts on, not an exception.
 - Every call has one deadline for all its attempts together, ``TASK_TIMEOUTS_S`` (120 s for an agent turn),
@@ -26,6 +30,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -39,6 +44,7 @@ from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable, ProviderError,
                                           ToolSchema)
+from automaton_min.memory.tokens import count_tokens, estimate_tokens, safety_margin
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
@@ -66,6 +72,12 @@ CONTEXT_BUDGET = {"high": 100_000, "normal": 100_000, "low_compute": 40_000, "cr
 # Local servers: they cost nothing, and they can say how much context they give.
 LOCAL_PROVIDERS = frozenset({"openai-compatible", "ollama"})
 MIN_OUTPUT_TOKENS = 256
+
+# How far off the cheap estimate may be, relative to the exact count: the largest measured error bound
+# (ESTIMATE_ERROR_BOUND: 28% on base64, mostly counting low), rounded up. An estimate at most (1 - COUNT_BAND)
+# x a budget surely fits; one above (1 + COUNT_BAND) x it surely does not; in between, count exactly.
+# tokens.EXACT_BAND (10%) is narrower than the measured error, so it is not used for these decisions.
+COUNT_BAND = 0.30
 
 Chat = Callable[[ModelInfo, ChatRequest], ChatResult]
 Describe = Callable[[ModelInfo], "int | None"]
@@ -101,15 +113,21 @@ class RoutedResult:
     latency_ms: int
 
 
-def estimate_tokens(text: str) -> int:
-    """A cheap upper-leaning estimate: about four characters per token."""
-    return -(-len(text) // 4)
+def tools_text(tools: tuple[ToolSchema, ...]) -> str:
+    """The tool schemas as the JSON text whose tokens are counted."""
+    return orjson.dumps([t.__dict__ for t in tools]).decode()
 
 
-def prompt_tokens(messages: tuple[Message, ...], tools: tuple[ToolSchema, ...] = ()) -> int:
-    """The estimated size of a prompt: its messages and the tool schemas offered with them."""
-    text = "".join(m.content for m in messages) + orjson.dumps([t.__dict__ for t in tools]).decode()
-    return estimate_tokens(text)
+def prompt_tokens(messages: tuple[Message, ...], tools: tuple[ToolSchema, ...] = (),
+                  count: Callable[[str], int] = estimate_tokens) -> int:
+    """The size of a prompt, its messages and the tool schemas offered with them: the cheap estimate, or
+    with ``count=count_tokens`` the exact cl100k_base count (cached per message)."""
+    return sum(count(m.content) for m in messages) + count(tools_text(tools))
+
+
+def worst_case_tokens(estimate: int) -> int:
+    """The most tokens a text with this cheap estimate can hold, given the estimate's error bound."""
+    return math.ceil(estimate / (1 - COUNT_BAND))
 
 
 def cost_cents(model: ModelInfo, input_tokens: int, output_tokens: int) -> int:
@@ -157,7 +175,8 @@ class Router:
             limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit), int(self._strategy("maxTokensPerTurn", limit)))
         window = self._window(model)
         limit = min(limit, model.max_tokens, max(window // 4, MIN_OUTPUT_TOKENS))
-        budget = min(CONTEXT_BUDGET[tier], max(window - limit, 0), self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
+        usable = window - math.ceil(window * safety_margin(model.model_id))
+        budget = min(CONTEXT_BUDGET[tier], max(usable - limit, 0), self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
         return Route(replace(model, context_window=window), limit, budget, tier, task_type)
 
     def _window(self, model: ModelInfo) -> int:
@@ -175,7 +194,7 @@ class Router:
         output limit; with the window only, to the window less the output limit; with neither, halved. Either
         way it ends at most 90% of what was sent."""
         model_id, max_tokens = route.model.model_id, route.max_tokens
-        sent_tokens = prompt_tokens(sent, tools)
+        sent_tokens = prompt_tokens(sent, tools, count_tokens)  # rare: exact, to scale by the server's count
         reference = min(route.context_budget, sent_tokens)
         if error.context_tokens:
             self._server_windows[model_id] = min(error.context_tokens, self._server_windows.get(model_id, error.context_tokens))
@@ -261,9 +280,13 @@ class Router:
         route = planned or self.plan(tier, task_type, low_compute=low_compute)
         if isinstance(route, BudgetDenied):
             return route
-        estimated_input = prompt_tokens(messages, tools)
-        estimate = cost_cents(route.model, estimated_input, route.max_tokens)
+        exact_input: int | None = None
+        estimate = cost_cents(route.model, worst_case_tokens(prompt_tokens(messages, tools)), route.max_tokens)
         denial = self.check_budget(route, estimate)
+        if denial and route.model.cost_per_1k_input:  # near a limit: the exact count decides
+            exact_input = prompt_tokens(messages, tools, count_tokens)
+            estimate = cost_cents(route.model, exact_input, route.max_tokens)
+            denial = self.check_budget(route, estimate)
         if denial:
             log.info("inference denied by budget", extra={"limit": denial.limit, "estimate_cents": estimate})
             return denial
@@ -282,8 +305,10 @@ class Router:
         latency_ms = int((self.monotonic() - started) * 1000)
 
         usage_estimated = result.usage.input_tokens is None or result.usage.output_tokens is None
-        input_tokens = result.usage.input_tokens if result.usage.input_tokens is not None else estimated_input
-        output_tokens = result.usage.output_tokens if result.usage.output_tokens is not None else estimate_tokens(
+        input_tokens = result.usage.input_tokens
+        if input_tokens is None:
+            input_tokens = exact_input if exact_input is not None else prompt_tokens(messages, tools, count_tokens)
+        output_tokens = result.usage.output_tokens if result.usage.output_tokens is not None else count_tokens(
             result.content + "".join(c.raw_arguments for c in result.tool_calls))
         cost = cost_cents(route.model, input_tokens, output_tokens)
         self._record(route, turn_id, input_tokens, output_tokens, cost, latency_ms, result.provider or route.model.provider)
