@@ -28,6 +28,7 @@ from automaton_min.ids import new_ulid
 from automaton_min.inference.providers import Providers
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
+from automaton_min.memory.ingest import ingest_turn
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
@@ -77,14 +78,16 @@ class RuntimeHooks:
         self.metrics = metrics
         self.previous_tier: str | None = None
         self.remembered_usdc: int | None = None
+        self.inbox_senders: list[str] = []
 
     # -- inbox
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
         from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
 
         creator = self.config.get("creatorAddress")
-        return [(m.id, m.content, authority_for(m.signed_by, creator))
-                for m in inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)]
+        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
+        self.inbox_senders = [m.from_address for m in claimed]  # for memory ingestion of the turn that reads them
+        return [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
 
     def ack_inbox(self, ids: list[str], now_ms: int) -> None:
         inbox.mark_processed(self.db, ids, now_ms)
@@ -193,9 +196,10 @@ class RuntimeHooks:
         return sanitize(text, "self", "instruction", now_ms=self.now()).content
 
     def after_turn(self, turn: StoredTurn) -> None:
-        """After a turn is committed: one log line per tool call; memory ingestion (a later issue) attaches here."""
+        """After a turn is committed: one log line per tool call, then memory ingestion."""
         for call in turn.tool_calls:
             log_tool_call(call)
+        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders)
 
     def prompt_parts(self) -> dict[str, str | None]:
         def read(path: Path) -> str | None:

@@ -1,0 +1,61 @@
+"""Turn classification: the memory document's six classes, over this project's tool names.
+
+First match wins (the reference's ``classifyTurn``, with two changes noted):
+
+1. tool calls, all failed: ``error`` (the reference: any failed; a turn that also did something is classed by
+   what it did, its episode's outcome ``partial``);
+2. no tool calls, and the text says error, failed, exception, blocked or denied: ``error``;
+3. a strategic tool (self-modification, major money decisions): ``strategic``;
+4. a communication tool: ``communication``; 5. a productive tool: ``productive``;
+6. a maintenance tool: ``maintenance``;
+7. no tool calls, answering an inbox message: ``communication`` (the reference called a short answer idle and
+   so forgot what it was told);
+8. no tool calls and no input: ``idle``; anything else: ``maintenance``.
+
+Strategic, productive, communication and error turns are significant: they become episodic entries.
+"""
+
+from __future__ import annotations
+
+import re
+
+from automaton_min.store.turns import StoredTurn
+
+STRATEGIC_TOOLS = frozenset({"update_soul", "update_genesis_prompt", "modify_heartbeat", "transfer_credits"})
+COMMUNICATION_TOOLS = frozenset({"send_message", "note_about_agent", "distress_signal"})
+PRODUCTIVE_TOOLS = frozenset({
+    "exec", "write_file", "read_file", "expose_port", "remove_port", "create_sandbox", "x402_fetch", "topup_credits",
+    "save_procedure", "set_goal", "complete_goal", "remember_fact",
+})
+MAINTENANCE_TOOLS = frozenset({
+    "check_credits", "check_usdc_balance", "check_inference_spending", "system_synopsis", "heartbeat_ping",
+    "list_sandboxes", "list_models", "switch_model", "view_soul", "sleep", "enter_low_compute",
+    "recall_facts", "recall_procedure", "review_memory", "forget",
+})
+MESSAGE_SOURCES = frozenset({"inbox"})
+SIGNIFICANT = frozenset({"strategic", "productive", "communication", "error"})
+_ERROR_WORDS = re.compile(r"error|failed|exception|blocked|denied")
+
+
+def classify_turn(turn: StoredTurn) -> str:
+    """The class of ``turn``: strategic, productive, communication, maintenance, error or idle."""
+    calls = turn.tool_calls
+    if calls and all(c.error for c in calls):
+        return "error"
+    if not calls and _ERROR_WORDS.search((turn.thinking or "").lower()):
+        return "error"
+    names = {c.name for c in calls if not c.error}
+    for tools, label in ((STRATEGIC_TOOLS, "strategic"), (COMMUNICATION_TOOLS, "communication"),
+                         (PRODUCTIVE_TOOLS, "productive"), (MAINTENANCE_TOOLS, "maintenance")):
+        if names & tools:
+            return label
+    if not calls and turn.input and turn.input_source in MESSAGE_SOURCES:
+        return "communication"
+    if not calls and not turn.input:
+        return "idle"
+    return "maintenance"
+
+
+def is_significant(classification: str) -> bool:
+    """Whether a turn of this class is worth an episodic entry."""
+    return classification in SIGNIFICANT

@@ -1,0 +1,97 @@
+"""Ingestion after every committed turn: classify it, keep significant turns as episodes, count message senders
+in relationship memory, clear expired working memory.
+
+An episode holds what was said (the input, cut) and what was done (each tool with ok or FAILED and a short
+result), so a fact told in a message is found again by ``EpisodicMemory.search``. A store's refusal
+(``MemoryStoreError``) is logged and skipped here, step by step: ingestion never fails a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from automaton_min.clock import Clock
+from automaton_min.memory.classify import classify_turn, is_significant
+from automaton_min.memory.common import MemoryStoreError
+from automaton_min.memory.episodic import EpisodicMemory
+from automaton_min.memory.relationships import RelationshipMemory
+from automaton_min.memory.working import WorkingMemory
+from automaton_min.observe.log import get_logger
+from automaton_min.store.turns import StoredTurn
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+log = get_logger(__name__)
+
+EPISODE_SESSION = "agent"  # the one stable session of the agent's own memories (as memory_tools.AGENT_SESSION)
+IMPORTANCE = {"strategic": 0.9, "error": 0.8, "productive": 0.7, "communication": 0.6, "maintenance": 0.3,
+              "idle": 0.1}
+INPUT_CUT, THOUGHT_CUT, RESULT_CUT, DETAIL_CUT = 1_500, 300, 120, 4_000
+
+
+def _cut(value: str | None, limit: int) -> str:
+    value = " ".join((value or "").split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _outcome(turn: StoredTurn) -> str:
+    failed = sum(1 for c in turn.tool_calls if c.error)
+    if not turn.tool_calls:
+        return "neutral"
+    return "success" if not failed else "failure" if failed == len(turn.tool_calls) else "partial"
+
+
+def episode_text(turn: StoredTurn, senders: Sequence[str]) -> tuple[str, str | None]:
+    """The summary (said and done, cut) and the detail (longer results) of a turn's episode."""
+    lines = []
+    if turn.input:
+        origin = f"from {', '.join(senders)}" if senders else f"({turn.input_source or 'input'})"
+        lines.append(f"Message {origin}: {_cut(turn.input, INPUT_CUT)}")
+    if turn.tool_calls:
+        lines.append("Tools: " + "; ".join(
+            f"{c.name}(FAILED: {_cut(c.error, RESULT_CUT)})" if c.error else f"{c.name}(ok: {_cut(c.result, RESULT_CUT)})"
+            for c in turn.tool_calls))
+    if turn.thinking:
+        lines.append("Said: " + _cut(turn.thinking, THOUGHT_CUT))
+    detail = "\n".join(f"{c.name}: {_cut(c.error or c.result, 800)}" for c in turn.tool_calls)
+    return "\n".join(lines) or "No activity", _cut(detail, DETAIL_CUT) or None
+
+
+def _step(name: str, turn: StoredTurn, action: Callable[[], object]) -> None:
+    try:
+        action()  # the stores check values before they write
+    except MemoryStoreError as exc:  # a value a store refuses: this step is skipped, the turn stands
+        log.warning("memory ingestion step skipped", extra={"step": name, "turn": turn.id, "error": str(exc)})
+
+
+def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | None = None,
+                sender: str | Sequence[str] | None = None) -> str:
+    """Ingest a committed turn; returns its classification. ``source`` defaults to the turn's input source;
+    ``sender`` is the address (or addresses) of the inbox messages it read."""
+    source = source if source is not None else turn.input_source
+    senders = [sender] if isinstance(sender, str) else list(sender or ())
+    senders = senders if source == "inbox" else []
+    classification = classify_turn(turn)
+
+    def record_episode() -> None:
+        summary, detail = episode_text(turn, senders)
+        event_type = f"tool:{turn.tool_calls[0].name}" if turn.tool_calls else "message" if turn.input else "thinking"
+        EpisodicMemory(db, now).record(EPISODE_SESSION, event_type, summary, detail=detail, outcome=_outcome(turn),
+                                       importance=IMPORTANCE[classification], classification=classification)
+
+    def record_contacts() -> None:
+        people = RelationshipMemory(db, now)
+        for address in dict.fromkeys(senders):
+            people.record_interaction(address, default_type="messaged_us")
+        for call in turn.tool_calls:
+            if call.name == "send_message" and not call.error and isinstance(call.arguments.get("to_address"), str):
+                people.record_interaction(call.arguments["to_address"], default_type="contacted")
+
+    with db.transaction():  # one commit for the episode and the contacts
+        if is_significant(classification):
+            _step("episode", turn, record_episode)
+        _step("relationships", turn, record_contacts)
+    _step("working", turn, WorkingMemory(db, now).clear_expired)  # its own batched transactions
+    return classification
