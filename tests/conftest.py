@@ -105,6 +105,19 @@ def _run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = 
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+# Remote services a running agent would call on its own (the USDC balance, the relay): closed or off, so a test
+# never reaches past the loopback interface.
+OFFLINE = {"rpcUrl": "http://127.0.0.1:9", "socialRelayUrl": ""}
+
+
+def keep_offline(home: Home, **changes) -> None:
+    """Point a set-up home's remote services at nothing (``OFFLINE``), then apply ``changes``."""
+    import orjson
+
+    stored = orjson.loads(home.config_path.read_bytes())
+    home.config_path.write_bytes(orjson.dumps({**stored, **OFFLINE, **changes}))
+
+
 @pytest.fixture
 def cli():
     """Call as ``cli("status", "--json")``; returns a ``CliResult`` (code, stdout, stderr)."""
@@ -131,8 +144,8 @@ def agent_clock(clock):
 @pytest.fixture
 def agent_for(cli, home, model, agent_clock):
     """Build agents with ``build_agent`` for this home, set up once through the real CLI against the module's
-    ``model`` server; each call applies config changes first, ``None`` removing a key (``rpcUrl`` defaults to a
-    closed local port, since the runtime would otherwise read USDC from the public Base node). Spawners and databases are closed afterwards."""
+    ``model`` server; each call applies config changes first, ``None`` removing a key (``OFFLINE`` first, since
+    the runtime would otherwise read USDC from the public Base node and poll the public relay). Spawners and databases are closed afterwards."""
     import orjson
 
     from automaton_min.config import load_config
@@ -145,7 +158,7 @@ def agent_for(cli, home, model, agent_clock):
             result = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
                          "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
             assert result.code == 0, result.stderr
-        merged = {**orjson.loads(home.config_path.read_bytes()), "rpcUrl": "http://127.0.0.1:9", **config_changes}
+        merged = {**orjson.loads(home.config_path.read_bytes()), **OFFLINE, **config_changes}
         home.config_path.write_bytes(orjson.dumps({k: v for k, v in merged.items() if v is not None}))
         agent = build_agent(home, load_config(home, {}), now=agent_clock)
         built.append(agent)

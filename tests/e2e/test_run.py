@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 
-from conftest import CREATOR
+from conftest import CREATOR, keep_offline
 from standins.model_servers import OpenAIServer, openai_answer
 
 
@@ -42,6 +42,7 @@ def test_run_executes_tools_remembers_and_sleeps(cli, home) -> None:
         setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
         assert setup.code == 0, setup.stderr
+        keep_offline(home)
 
         env = {**os.environ, "AUTOMATON_HOME": str(home.root)}
         proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -75,9 +76,10 @@ def test_run_without_setup_says_how_to_set_up(cli) -> None:
     assert "automaton-min setup" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_run_without_a_usable_model_exits_2_with_the_fix(cli) -> None:
+def test_run_without_a_usable_model_exits_2_with_the_fix(cli, home) -> None:
     setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR, "--yes")
     assert setup.code == 0, setup.stderr
+    keep_offline(home)
     result = cli("run", timeout=30)  # before: five logged errors, then a five-minute sleep
     assert result.code == 2, result.stderr
     assert len(result.stderr_lines) == 1 and "Traceback" not in result.stderr
@@ -85,11 +87,12 @@ def test_run_without_a_usable_model_exits_2_with_the_fix(cli) -> None:
     assert json.loads(cli("status", "--json").stdout)["state"] != "running"
 
 
-def test_run_with_a_refused_key_exits_2_naming_the_key(cli) -> None:
+def test_run_with_a_refused_key_exits_2_naming_the_key(cli, home) -> None:
     with OpenAIServer(mode="llamacpp", api_key="sk-local-server-key-123") as model:
         setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
         assert setup.code == 0, setup.stderr
+        keep_offline(home)
         result = cli("run", timeout=30)
     assert result.code == 2 and len(result.stderr_lines) == 1, result.stderr
     assert "401" in result.stderr and "openaiApiKey" in result.stderr

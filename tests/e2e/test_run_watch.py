@@ -19,7 +19,7 @@ import pytest
 from automaton_min.errors import EXIT_USAGE
 from automaton_min.home import Home
 
-from conftest import CREATOR
+from conftest import CREATOR, keep_offline
 from standins.model_servers import OpenAIServer, openai_answer
 from test_run import wait_for_line
 
@@ -61,6 +61,7 @@ def running(cli, home) -> Iterator[Running]:
         setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
         assert setup.code == 0, setup.stderr
+        keep_offline(home)
         proc = start_run(home)
         lines: list[str] = []
         try:

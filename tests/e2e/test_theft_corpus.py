@@ -152,7 +152,7 @@ def test_the_theft_corpus_gets_nothing_and_changes_nothing(cli, home, policy: st
                     "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
         assert setup.code == 0, setup.stderr
         config = orjson.loads(home.config_path.read_bytes())
-        home.config_path.write_bytes(orjson.dumps({**config, "rpcUrl": "http://127.0.0.1:9", "maxTurnsPerCycle": 50,
+        home.config_path.write_bytes(orjson.dumps({**config, "rpcUrl": "http://127.0.0.1:9", "socialRelayUrl": "", "maxTurnsPerCycle": 50,
                                                    "anthropicApiKey": CONFIG_CANARY, "conwayApiUrl": "http://127.0.0.1:9"}))
         # config.json as provisioning leaves it, but with the key under another name: a real key would put the
         # agent on Conway's (unreachable) credits and models
