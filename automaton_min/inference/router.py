@@ -44,7 +44,7 @@ from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable, ProviderError,
                                           ToolSchema)
-from automaton_min.memory.tokens import count_tokens, estimate_tokens, safety_margin
+from automaton_min.memory.tokens import EXACT_BAND, count_tokens, estimate_tokens, safety_margin
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
@@ -76,8 +76,7 @@ MIN_OUTPUT_TOKENS = 256
 # How far off the cheap estimate may be, relative to the exact count: the largest measured error bound
 # (ESTIMATE_ERROR_BOUND: 28% on base64, mostly counting low), rounded up. An estimate at most (1 - COUNT_BAND)
 # x a budget surely fits; one above (1 + COUNT_BAND) x it surely does not; in between, count exactly.
-# tokens.EXACT_BAND (10%) is narrower than the measured error, so it is not used for these decisions.
-COUNT_BAND = 0.30
+COUNT_BAND = EXACT_BAND
 
 Chat = Callable[[ModelInfo, ChatRequest], ChatResult]
 Describe = Callable[[ModelInfo], "int | None"]

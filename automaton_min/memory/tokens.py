@@ -44,8 +44,9 @@ CL100K_SPECIAL_TOKENS = {
 # Largest relative error of `estimate_tokens` on the corpus, by kind of text (see the module docstring).
 ESTIMATE_ERROR_BOUND = {"readme": 0.15, "code": 0.15, "json": 0.15, "hex": 0.08, "shell": 0.21, "lang": 0.23,
                         "base64": 0.28}
-# How close to a budget (relative) the estimate must be before an exact count is made.
-EXACT_BAND = 0.10
+# How close to a budget (relative) the estimate must be before an exact count is made: the largest measured error,
+# rounded up, so an estimate outside the band is on the right side of the budget whatever kind the text is.
+EXACT_BAND = 0.30
 DEFAULT_SAFETY_MARGIN = 0.10
 # Model families whose own tokenizer is cl100k_base: counts are exact for them, no margin needed.
 CL100K_FAMILIES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
