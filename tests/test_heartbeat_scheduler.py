@@ -229,3 +229,13 @@ def test_the_thread_sleeps_until_poked_and_stops_promptly(setup, clock, home, db
     assert ran_hourly.wait(10)
     assert s.stop(10)
     assert s.alive_at() > 0
+
+
+def test_an_interval_from_config_replaces_the_cron(setup, clock, db):
+    """socialPollIntervalSeconds: a task given an interval runs that long after its last run, whatever its cron."""
+    make, _, _, _ = setup
+    s = make(intervals={"hourly": 45_000})
+    row = sched.read_row(db, "hourly")
+    assert row.interval_ms == 45_000 and s._due_at(row, clock()) == clock()  # never run: due now
+    db.execute("UPDATE heartbeat_schedule SET last_run_at = ? WHERE task_name = ?", (to_iso(clock()), "hourly"))
+    assert s._due_at(sched.read_row(db, "hourly"), clock()) == clock() + 45_000

@@ -53,6 +53,7 @@ class ScheduleRow:
     fail_count: int
     lease_owner: str | None
     lease_expires_at: int | None
+    interval_ms: int | None = None  # when set, due this long after the last run instead of by the cron
 
     def as_json(self) -> dict[str, object]:
         def iso(ms: int | None) -> str | None:
@@ -62,11 +63,11 @@ class ScheduleRow:
                 "tierMinimum": self.tier_minimum, "timeoutMs": self.timeout_ms, "maxRetries": self.max_retries,
                 "priority": self.priority, "lastRunAt": iso(self.last_run_at), "nextRunAt": iso(self.next_run_at),
                 "lastResult": self.last_result, "lastError": self.last_error, "runCount": self.run_count,
-                "failCount": self.fail_count, "leaseOwner": self.lease_owner}
+                "failCount": self.fail_count, "leaseOwner": self.lease_owner, "intervalMs": self.interval_ms}
 
 
 _COLUMNS = ("task_name, cron_expression, enabled, priority, timeout_ms, max_retries, tier_minimum, last_run_at, "
-            "next_run_at, last_result, last_error, run_count, fail_count, lease_owner, lease_expires_at")
+            "next_run_at, last_result, last_error, run_count, fail_count, lease_owner, lease_expires_at, interval_ms")
 
 
 def _ms(text: str | None) -> int | None:
@@ -81,7 +82,8 @@ def _ms(text: str | None) -> int | None:
 def _row(r: tuple) -> ScheduleRow:
     tier = r[6] if r[6] in TIERS else "dead"
     return ScheduleRow(r[0], r[1], bool(r[2]), int(r[3] or 0), int(r[4] or 30_000), int(r[5] or 0), tier,
-                       _ms(r[7]), _ms(r[8]), r[9], r[10], int(r[11] or 0), int(r[12] or 0), r[13], _ms(r[14]))
+                       _ms(r[7]), _ms(r[8]), r[9], r[10], int(r[11] or 0), int(r[12] or 0), r[13], _ms(r[14]),
+                       int(r[15]) if r[15] else None)
 
 
 def read_schedule(db: "Database") -> list[ScheduleRow]:
@@ -92,6 +94,12 @@ def read_schedule(db: "Database") -> list[ScheduleRow]:
 def read_row(db: "Database", name: str) -> ScheduleRow | None:
     r = db.query_one(f"SELECT {_COLUMNS} FROM heartbeat_schedule WHERE task_name = ?", (name,))
     return None if r is None else _row(r)
+
+
+def set_interval(db: "Database", name: str, interval_ms: int | None, now_ms: int) -> None:
+    """Run ``name`` every ``interval_ms`` instead of by its cron (None: by its cron); written only when it changes."""
+    db.execute("UPDATE heartbeat_schedule SET interval_ms = ?, updated_at = ? WHERE task_name = ? AND interval_ms IS NOT ?",
+               (interval_ms, to_iso(now_ms), name, interval_ms))
 
 
 def seed(db: "Database", defaults: Iterable[TaskDefault], now_ms: int) -> list[str]:

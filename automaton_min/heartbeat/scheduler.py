@@ -84,7 +84,8 @@ class Scheduler:
     def __init__(self, home: "Home", config: "Config", db_path: Path, tasks: Mapping[str, TaskFunction],
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,
                  extra_tasks: Mapping[str, TaskFunction] | None = None, defaults: Any = None,
-                 tier_of: Callable[["Database"], str] | None = None, metrics: Any = None) -> None:
+                 tier_of: Callable[["Database"], str] | None = None, metrics: Any = None,
+                 intervals: Mapping[str, int] | None = None) -> None:
         from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, known_tier
 
         self.home, self.config, self.db_path = home, config, Path(db_path)
@@ -93,6 +94,7 @@ class Scheduler:
         self.context_factory = context_factory
         self.wake_bus = wake_bus
         self.metrics = metrics  # observe.metrics.Metrics: heartbeat_task(name, ok=...) per finished run
+        self.intervals = dict(intervals or {})  # task -> ms between runs, set from config at start (instead of cron)
         self.now = now
         self.defaults = DEFAULT_SCHEDULE if defaults is None else defaults
         self.tier_of = tier_of or (lambda db: known_tier(db, config))
@@ -182,6 +184,8 @@ class Scheduler:
                                 known=set(self.tasks) | set(self.extra_tasks))
         if added:
             log.info("heartbeat schedule: rows added", extra={"tasks": added})
+        for name, interval_ms in self.intervals.items():
+            sched.set_interval(db, name, interval_ms, self.now())
 
     def run_task(self, db: "Database", name: str) -> Ran:
         """Run ``name`` now, whatever its cron (enabled, tier and lease still apply): the CLI without a daemon."""
@@ -210,6 +214,8 @@ class Scheduler:
             return row.next_run_at
         if row.last_run_at is None:
             return now_ms
+        if row.interval_ms:
+            return row.last_run_at + row.interval_ms
         try:
             return next_after(row.cron_expression, min(row.last_run_at, now_ms), self.tz)
         except CronError as exc:

@@ -48,7 +48,7 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     from automaton_min.runtime.agent_runtime import build_agent, start_step
     from automaton_min.runtime.report import log_banner
     from automaton_min.runtime.wake import WakeBus
-    from automaton_min.social.task import check_social_inbox
+    from automaton_min.social.task import check_social_inbox, poll_interval_s
 
     signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
     signals.install()
@@ -64,7 +64,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
                  if name != "check_credits" or config.get("conwayApiKey")}
         extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
         scheduler = Scheduler(home, config, db_path(home, config), tasks, factory, WakeBus(signals.wake),
-                              now=now, metrics=metrics, extra_tasks=extra)
+                              now=now, metrics=metrics, extra_tasks=extra,
+                              intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
         agent.loop.services["heartbeat"] = HeartbeatControl(agent.db, poke=scheduler.poke, now=now)
         signals.on_nudge.append(scheduler.poke)
         scheduler.start()
