@@ -89,6 +89,7 @@ ENV_OVERRIDES: dict[str, str] = {
 
 SECRET_KEYS = frozenset({"conwayApiKey", "openaiApiKey", "anthropicApiKey"})
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error", "fatal")
+CONTEXT_MODES = ("auto", "compact", "full")
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 _DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
@@ -230,12 +231,15 @@ RULES: dict[str, Rule] = {
     "modelStrategy.contextWindow": _integer(0, 100_000_000),  # 0: ask the server, else the registry
     "modelStrategy.inputCostPer1k": _integer(0, 10**9),  # models the registry does not know; 1/100 cent per 1k tokens
     "modelStrategy.outputCostPer1k": _integer(0, 10**9),
+    **{f"memoryBudget.{kind}": _integer(0, 1_000_000)  # tokens per memory type in one context (memory/retrieval.py)
+       for kind in ("working", "episodic", "semantic", "procedural", "relationship")},
+    "contextMode": _choice(*CONTEXT_MODES),  # auto: compact tools and prompt for windows of 8k tokens or less
     "soulConfig.soulAlignmentThreshold": _number(0, 1),
     "soulConfig.requireCreatorApprovalForPurposeChange": _boolean,
     "soulConfig.enableSoulReflection": _boolean,
 }
 
-_SECTIONS = ("treasuryPolicy", "modelStrategy", "soulConfig", "retention")
+_SECTIONS = ("treasuryPolicy", "modelStrategy", "soulConfig", "retention", "memoryBudget")
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

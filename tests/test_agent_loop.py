@@ -116,14 +116,15 @@ def test_exactly_once_a_failure_between_tools_and_commit_leaves_no_half_turn(age
     assert (inbox.get_message(agent.db, "m3").status, inbox.get_message(agent.db, "m3").retry_count) == ("processed", 2)
 
 
-def test_the_system_prompt_carries_status_and_never_the_key(agent_for, model, home) -> None:
+def test_the_prompt_carries_identity_then_status_last_and_never_the_key(agent_for, model, home) -> None:
     agent = agent_for()
     model.script(openai_answer("fine"))
     agent.loop.run_cycle("the creator asked you to wake up")
     body = model.requests[0].body
-    system = body["messages"][0]["content"]
-    assert "Your name is ada." in system and "--- STATUS ---" in system and "--- TOOLS ---" in system
-    assert "Why you are awake: the creator asked you to wake up." in body["messages"][-1]["content"]
+    system, last = body["messages"][0]["content"], body["messages"][-1]["content"]
+    assert "Your name is ada." in system and "--- STATUS ---" not in system  # the stable prefix holds no status
+    assert "--- STATUS ---" in last and "Why you are awake: the creator asked you to wake up." in last
+    assert {t["function"]["name"] for t in body["tools"]} >= {"exec", "remember_fact", "transfer_credits"}
     key = orjson.loads(home.wallet_path.read_bytes())["privateKey"][2:]
     assert key.lower() not in json.dumps(body).lower()
 
@@ -141,7 +142,7 @@ def test_low_credits_switch_to_the_low_compute_model_and_state(agent_for, model,
     agent.loop.run_cycle("test")
     assert model.requests[0].body["model"] == "scripted-small"
     assert model.requests[0].body["max_tokens"] <= 4096
-    assert "Survival tier: low_compute" in model.requests[0].body["messages"][0]["content"]
+    assert "Survival tier: low_compute" in model.requests[0].body["messages"][-1]["content"]
 
 
 def test_a_confirmed_debt_is_dead_without_inference_until_funding_arrives(agent_for, model, conway, clock) -> None:
@@ -190,7 +191,7 @@ def test_critical_credits_enter_the_critical_state(agent_for, model, conway) -> 
     model.script(openai_answer(None, [call("exec", command="true")]), openai_answer("conserving"))
     agent.loop.run_cycle("test")
     assert model.requests[0].body["model"] == "scripted-tiny" and model.requests[0].body["max_tokens"] <= 2048
-    assert "Survival tier: critical" in model.requests[0].body["messages"][0]["content"]
+    assert "Survival tier: critical" in model.requests[0].body["messages"][-1]["content"]
 
 
 def test_idle_turns_put_the_agent_to_sleep(agent_for, model, clock, home) -> None:
@@ -221,7 +222,7 @@ def test_high_credits_are_the_high_tier(agent_for, model, conway) -> None:
     model.script(openai_answer("plenty"))
     agent.loop.run_cycle("test")
     assert model.requests[0].body["model"] == "scripted-model"
-    assert "Survival tier: high" in model.requests[0].body["messages"][0]["content"]
+    assert "Survival tier: high" in model.requests[0].body["messages"][-1]["content"]
 
 
 def test_tool_errors_are_sanitized_like_results(agent_for, model) -> None:

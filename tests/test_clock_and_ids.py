@@ -61,3 +61,17 @@ def test_ulids_sort_by_time(a: int, b: int) -> None:
 
 def test_ulids_are_unique_within_a_millisecond() -> None:
     assert len({new_ulid(1000) for _ in range(1000)}) == 1000
+
+
+def test_ulids_of_one_millisecond_sort_in_the_order_they_were_made() -> None:
+    made = [new_ulid(2000) for _ in range(500)]
+    assert made == sorted(made) and len(set(made)) == 500
+    assert new_ulid(1999) < made[0] and new_ulid(2001) > made[-1]
+
+
+def test_ulids_stay_ordered_per_millisecond_when_other_times_come_between() -> None:
+    made = []
+    for n in range(50):
+        made.append(new_ulid(3000))
+        new_ulid(5_000_000 + n)  # another clock in the same process
+    assert made == sorted(made)

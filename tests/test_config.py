@@ -203,3 +203,13 @@ def test_db_path_resolves_inside_the_home_in_use(home: Home, configured: str, ex
 def test_db_path_expands_other_user_paths(home: Home, tmp_path: Path) -> None:
     config = Config(stored={}, values={"dbPath": "~/elsewhere/state.db"})
     assert db_path(home, config) == tmp_path / "user" / "elsewhere" / "state.db"
+
+
+def test_memory_budget_and_context_mode_are_checked() -> None:
+    from automaton_min.config import validate
+
+    validate({"memoryBudget": {"semantic": 500}, "contextMode": "compact"})
+    for bad, named in (({"memoryBudget": {"semantic": -1}}, "memoryBudget.semantic"), ({"memoryBudget": 5}, "memoryBudget"),
+                       ({"contextMode": "tiny"}, "contextMode")):
+        with pytest.raises(ConfigError, match=named):
+            validate(bad)

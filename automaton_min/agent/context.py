@@ -1,92 +1,330 @@
-"""The messages a turn sends: system prompt, recent turns (newest that fit the budget), pending input.
+"""The context manager: the messages a turn sends, within the prompt's token capacity, by priority.
 
-Every kept turn appears whole: its input, the assistant's text and tool calls (even when
-the text is empty: the reference dropped those, so the model never saw what it had just
-done), and one tool message per call with its result or error.
+Capacity is the route's context budget: the model's window, less the reply's reserve (the output limit: 4096
+by default, at most a quarter of a small window) and, for a model that does not use cl100k, the safety margin.
+
+What goes in, by priority (an item is left out only when everything above it is in):
+1. the system prompt and the tool schemas (always);
+2. the goals, the runtime's status block and the pending input (always; an input above half the capacity is cut);
+3. the last 3 turns (always), their tool results cut to fit (10,000, then 4,000, 2,000, ... 80 characters), next
+   to a reserve of 10% of the capacity for memories when they can;
+4. the retrieved memories (``MemoryRetriever``): 40% of what is left, or the reserve if that is more;
+5. the session summary of folded turns (at most 15% of the capacity);
+6. older turns, newest first, whole;
+7. compact references of the older turns that did not fit whole, then of recent wake events.
+When 1-3 cannot fit, the emergency context is the system prompt, the goals and status, the last turn (results cut)
+and the pending input; nothing else, and no model call is made for it.
+
+The order the model reads is prefix-stable: the system prompt (byte-identical from turn to turn), the summary
+(changes only when turns are folded), the turns oldest first (only appended to between folds), then one user
+message with everything that changes every turn (status, goals, memories, references, events) and the pending
+input. A local server's prompt cache then reuses everything before the last turn.
+
+Sizes are first estimated; only when the estimate of everything is within ``COUNT_BAND`` of the capacity is
+each part counted exactly (cl100k_base, cached per text), so a roomy context never loads the encoder.
+
+The recommendation: ``emergency`` when 1-3 did not fit; ``compress`` when every not-yet-folded turn whole,
+with 1-2, would leave less than 10% of the window as headroom (or there are more such turns than were loaded);
+``ok`` otherwise.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from automaton_min.inference.router import COUNT_BAND, tools_text
 from automaton_min.inference.types import Message, ToolCall, ToolSchema
+from automaton_min.memory.compression import CompactReference, Compacted, turn_reference
+from automaton_min.memory.retrieval import MemoryRetriever, Retrieved
 from automaton_min.memory.tokens import TokenCounter, default_counter, estimate_tokens
 from automaton_min.store.turns import StoredTurn
 
+RECENT_ALWAYS = 3
 RESULT_LIMIT = 10_000
+RESULT_STEPS = (RESULT_LIMIT, 4_000, 2_000, 1_000, 500, 200, 80)
+PENDING_SHARE = 0.5
+MEMORY_SHARE = 0.4
+MEMORY_FLOOR_SHARE = 0.10
+SUMMARY_SHARE = 0.15
+HEADROOM_SHARE = 0.10
+MAX_REFERENCES = 20
+MESSAGE_OVERHEAD = 4
+RUNTIME_HEADER = "[runtime] The runtime's notes for this turn (not a message from anyone):"
 
 
-def _turn_messages(turn: StoredTurn) -> list[Message]:
+@dataclass(frozen=True)
+class ContextParts:
+    """Everything a turn's context may hold; the turn context builder gathers it."""
+
+    system: str
+    tools: tuple[ToolSchema, ...] = ()
+    turns: Sequence[StoredTurn] = ()          # not folded yet, oldest first
+    more_turns: bool = False                  # unfolded turns older than ``turns`` exist
+    pending: Message | None = None
+    status: str = ""
+    goals: Sequence[str] = ()
+    summary: str | None = None
+    events: Sequence[CompactReference] = ()   # newest first
+    query: str = ""                           # what retrieval searches for
+    notes: Sequence[str] = ()                 # one-off runtime notes (the creator's first message)
+
+
+@dataclass(frozen=True)
+class Utilization:
+    window: int
+    capacity: int
+    used: int
+    demand: int
+    turns_in_context: int
+    turns_omitted: int
+    compressed_turns: int
+    compression_ratio: float
+    headroom: int
+    memory_tokens: int
+    exact: bool
+    recommendation: str  # ok | compress | emergency
+
+    @property
+    def percent(self) -> float:
+        return min(100.0, round(self.used * 100 / self.capacity, 2)) if self.capacity > 0 else 100.0
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    messages: tuple[Message, ...]
+    utilization: Utilization
+    shown_turns: tuple[str, ...] = ()
+    memories: Retrieved = field(default_factory=Retrieved)
+
+
+# --------------------------------------------------------------------------- sizing
+
+
+def _exact(counter: TokenCounter) -> Callable[[str], int]:
+    """``counter.count``; when the exact encoder cannot load, the estimate raised by its error bound."""
+    def count(text: str) -> int:
+        n = counter.count(text)
+        return n if counter.loaded or not text else math.ceil(n / (1 - COUNT_BAND))
+    return count
+
+
+def message_size(message: Message, count: Callable[[str], int]) -> int:
+    total = count(message.content) + MESSAGE_OVERHEAD
+    for call in message.tool_calls:
+        total += count(call.name) + count(str(call.arguments))
+    return total
+
+
+def size_of(messages: Sequence[Message], count: Callable[[str], int]) -> int:
+    return sum(message_size(m, count) for m in messages)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[truncated: {len(text) - limit} characters omitted]"
+
+
+def _cut_to_tokens(text: str, tokens: int, count: Callable[[str], int]) -> str:
+    """``text`` cut (keeping its start) to at most ``tokens``; deterministic, so a stable input stays stable."""
+    if count(text) <= tokens:
+        return text
+    chars = max(0, tokens * 3)
+    while chars > 0 and count(_cut(text, chars)) > tokens:
+        chars = chars * 3 // 4
+    return _cut(text, chars) if chars > 0 else ""
+
+
+def turn_messages(turn: StoredTurn, result_limit: int = RESULT_LIMIT) -> list[Message]:
+    """A stored turn as messages: its input, the assistant's text and tool calls (even with empty text), one
+    tool message per call with its result or error (cut at ``result_limit`` characters)."""
     messages: list[Message] = []
     if turn.input:
-        messages.append(Message("user", f"[{turn.input_source or 'system'}] {turn.input}"))
+        label = f"[{turn.input_source or 'system'}]"
+        messages.append(Message("user", turn.input if turn.input.startswith(label) else f"{label} {turn.input}"))
     if turn.thinking or turn.tool_calls:
         calls = tuple(ToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls)
         messages.append(Message("assistant", turn.thinking, tool_calls=calls))
     for call in turn.tool_calls:
         text = f"Error: {call.error}" if call.error else call.result
-        if len(text) > RESULT_LIMIT:
-            text = text[:RESULT_LIMIT] + f"\n[truncated: {len(text) - RESULT_LIMIT} characters omitted]"
-        messages.append(Message("tool", text, tool_call_id=call.id))
+        messages.append(Message("tool", _cut(text, result_limit), tool_call_id=call.id))
     return messages
 
 
-def _size(messages: Sequence[Message], count: Callable[[str], int]) -> int:
-    total = 0
-    for message in messages:
-        total += count(message.content) + 4
-        for call in message.tool_calls:
-            total += count(call.name) + count(str(call.arguments))
-    return total
+# --------------------------------------------------------------------------- assembly
 
 
-def build_messages(system_prompt: str, turns: Sequence[StoredTurn], pending: Message | None, *, budget_tokens: int,
-                   extra_system: Sequence[str] = (), tools: Sequence[ToolSchema] = (),
-                   counter: TokenCounter | None = None) -> tuple[Message, ...]:
-    """Assemble the conversation, dropping the oldest turns that do not fit ``budget_tokens`` (which also pays
-    for the tool schemas ``tools``, sent with the messages).
+def _tail(parts: ContextParts, pending_text: str | None, *, memory: str = "", references: Sequence[str] = (),
+          events: Sequence[str] = (), notice: str = "") -> Message:
+    sections = [RUNTIME_HEADER]
+    if parts.status:
+        sections.append(parts.status)
+    if parts.goals:
+        sections.append("--- YOUR GOALS (set_goal / complete_goal) ---\n" + "\n".join(parts.goals) + "\n--- END GOALS ---")
+    if memory:
+        sections.append(memory)
+    if references:
+        sections.append("--- EARLIER TURNS (not shown whole) ---\n" + "\n".join(references) + "\n--- END EARLIER TURNS ---")
+    if events:
+        sections.append("--- RECENT WAKE EVENTS ---\n" + "\n".join(events) + "\n--- END WAKE EVENTS ---")
+    if notice:
+        sections.append(notice)
+    sections += list(parts.notes)
+    if pending_text:
+        sections.append(pending_text)
+    return Message("user", "\n\n".join(sections))
 
-    Turns are first sized with the estimate, up to the first that surely overflows (the estimate above the
-    budget by more than COUNT_BAND). When all of them surely fit (estimate at most (1 - COUNT_BAND) x budget)
-    no exact count is made; otherwise the fixed part and those candidate turns, and no others, are counted
-    exactly (cached per text), newest first, to decide where to cut.
-    """
-    head = [Message("system", system_prompt), *(Message("system", text) for text in extra_system if text)]
-    tail = [pending] if pending else []
-    schemas = tools_text(tuple(tools)) if tools else ""
-    low, high = (1 - COUNT_BAND) * budget_tokens, (1 + COUNT_BAND) * budget_tokens
-    used = _size(head + tail, estimate_tokens) + estimate_tokens(schemas)
-    candidates: list[list[Message]] = []
-    for turn in reversed(turns):
-        block = _turn_messages(turn)
-        cost = _size(block, estimate_tokens)
-        if used + cost > high:
-            break
-        candidates.append(block)
-        used += cost
-    if used <= low:  # the candidates surely fit, the next turn (if any) surely does not
-        kept = candidates
-    else:
-        count = _exact(counter or default_counter())
-        room = budget_tokens - _size(head + tail, count) - count(schemas)
-        kept = []
-        for block in candidates:
-            cost = _size(block, count)
-            if cost > room:
+
+def _notice(hidden: int, parts: ContextParts) -> str:
+    if not hidden and not parts.more_turns:
+        return ""
+    where = " (older ones are in the summary)" if parts.summary else ""
+    return f"[{hidden} earlier turns are not shown{where}; recall_facts and review_memory search what you stored.]"
+
+
+class ContextAssembler:
+    """Assembles one turn's context (rules in the module docstring)."""
+
+    def __init__(self, retriever: MemoryRetriever | None = None, counter: TokenCounter | None = None) -> None:
+        self.retriever = retriever
+        self.counter = counter
+
+    def assemble(self, parts: ContextParts, *, capacity: int, window: int | None = None) -> AssembledContext:
+        window = window or capacity
+        count = self.count_for(parts, capacity)
+        exact = count is not estimate_tokens
+        tools_cost = count(tools_text(parts.tools)) if parts.tools else 0
+        system = [Message("system", parts.system)]
+        pending_text = parts.pending.content if parts.pending else None
+        if pending_text is not None:
+            pending_text = _cut_to_tokens(pending_text, int(capacity * PENDING_SHARE), count)
+        turns = list(parts.turns)
+        recent, older = turns[-RECENT_ALWAYS:], turns[:-RECENT_ALWAYS]
+        bare_tail = _tail(parts, pending_text, notice=_notice(len(older), parts))  # the notice at its longest
+        fixed = size_of(system, count) + tools_cost + message_size(bare_tail, count)
+        whole = {t.id: size_of(turn_messages(t), count) for t in turns}
+        demand = fixed + sum(whole.values())
+        over = demand > capacity - int(window * HEADROOM_SHARE) or parts.more_turns
+
+        floor = min(int(capacity * MEMORY_FLOOR_SHARE), self.retriever.budget.total) if self.retriever else 0
+        recent_messages = (self._fit_results(recent, capacity - fixed - floor, count)
+                           or self._fit_results(recent, capacity - fixed, count))
+        if recent_messages is None:
+            return self._emergency(parts, system, tools_cost, pending_text, capacity, window, demand, count, exact)
+        used = fixed + size_of(recent_messages, count)
+
+        memories = Retrieved()
+        if self.retriever is not None:
+            room = max(int((capacity - used) * MEMORY_SHARE), min(floor, capacity - used))
+            memories = self.retriever.retrieve(parts.query, limit_tokens=room, count=count,
+                                               shown_since=recent[0].timestamp if recent else None)
+            if memories.items:
+                used += count(memories.block()) + 2  # the block's own lines
+        summary: list[Message] = []
+        if parts.summary:
+            limit = min(int(capacity * SUMMARY_SHARE), capacity - used - MESSAGE_OVERHEAD)  # the share, or what is left
+            text = _cut_to_tokens(f"[summary of earlier turns]\n{parts.summary}", limit, count) if limit > 0 else ""
+            summary_cost = message_size(Message("user", text), count)
+            if text and used + summary_cost <= capacity:
+                summary = [Message("user", text)]
+                used += summary_cost
+
+        kept: list[list[Message]] = []
+        index = len(older)
+        for turn in reversed(older):
+            cost = whole[turn.id]
+            if used + cost > capacity:
                 break
-            kept.append(block)
-            room -= cost
-    dropped = len(turns) - len(kept)
-    notice = [Message("user", f"[system] {dropped} earlier turns are not shown (context budget).")] if dropped else []
-    body = [message for block in reversed(kept) for message in block]
-    return tuple(head + notice + body + tail)
+            kept.append(turn_messages(turn))
+            used += cost
+            index -= 1
+        omitted = older[:index]
 
+        references: list[CompactReference] = []
+        for turn in reversed(omitted[-MAX_REFERENCES:]):
+            ref = turn_reference(turn, count)
+            if used + ref.compacted_tokens + 1 > capacity:
+                break
+            references.append(ref)
+            used += ref.compacted_tokens + 1
+        references.reverse()
+        events: list[str] = []
+        for event in parts.events:
+            if used + event.compacted_tokens + 1 > capacity:
+                break
+            events.append(event.reference)
+            used += event.compacted_tokens + 1
 
-def _exact(counter: TokenCounter) -> Callable[[str], int]:
-    """``counter.count``; when the exact encoder cannot load, the estimate scaled up by its error bound."""
-    def count(text: str) -> int:
-        n = counter.count(text)
-        return n if counter.loaded or not text else math.ceil(n / (1 - COUNT_BAND))
-    return count
+        def build() -> tuple[Message, ...]:
+            tail = _tail(parts, pending_text, memory=memories.block(), references=[r.reference for r in references],
+                         events=events, notice=_notice(len(older) - len(kept) - len(references), parts))
+            body = [m for block in reversed(kept) for m in block] + recent_messages
+            return tuple(system + summary + body + [tail])
+
+        messages = build()
+        used = size_of(messages, count) + tools_cost
+        while used > capacity:  # section headers and the notice were not counted above: give back the least needed
+            if events:
+                events.pop()
+            elif references:
+                references.pop(0)
+            elif memories.items:
+                memories = Retrieved()
+            elif kept:
+                kept.pop()
+            else:
+                recent_cost = size_of(recent_messages, count)
+                fitted = self._fit_results(recent, capacity - (used - recent_cost), count)
+                if fitted is None or size_of(fitted, count) >= recent_cost:
+                    break
+                recent_messages = fitted
+            messages = build()
+            used = size_of(messages, count) + tools_cost
+        compacted = Compacted(tuple(references))
+        shown = tuple(t.id for t in turns[len(turns) - len(recent) - len(kept):])
+        util = Utilization(window, capacity, used, demand, len(shown), len(turns) - len(shown) + (1 if parts.more_turns else 0),
+                           len(references), compacted.ratio, capacity - used, memories.tokens, exact,
+                           "compress" if over else "ok")
+        return AssembledContext(messages, util, shown, memories)
+
+    def count_for(self, parts: ContextParts, capacity: int) -> Callable[[str], int]:
+        """The estimate when everything surely fits; otherwise exact counts (or the estimate's worst case)."""
+        rough = (estimate_tokens(parts.system) + estimate_tokens(parts.status) + sum(map(estimate_tokens, parts.goals))
+                 + (estimate_tokens(parts.pending.content) if parts.pending else 0)
+                 + (estimate_tokens(tools_text(parts.tools)) if parts.tools else 0)
+                 + estimate_tokens(parts.summary or "")
+                 + sum(size_of(turn_messages(t), estimate_tokens) for t in parts.turns)
+                 + sum(e.compacted_tokens for e in parts.events)
+                 + (self.retriever.budget.total if self.retriever is not None else 0))
+        if rough <= (1 - COUNT_BAND) * capacity and not parts.more_turns:
+            return estimate_tokens
+        return _exact(self.counter or default_counter())
+
+    @staticmethod
+    def _fit_results(recent: Sequence[StoredTurn], room: int, count: Callable[[str], int]) -> list[Message] | None:
+        """The recent turns with their tool results cut just enough to fit ``room``; ``None`` if they cannot."""
+        for limit in RESULT_STEPS:
+            messages = [m for turn in recent for m in turn_messages(turn, limit)]
+            if size_of(messages, count) <= room:
+                return messages
+        return None
+
+    def _emergency(self, parts: ContextParts, system: list[Message], tools_cost: int, pending_text: str | None,
+                   capacity: int, window: int, demand: int, count: Callable[[str], int], exact: bool) -> AssembledContext:
+        last = list(parts.turns[-1:])
+        room = capacity - tools_cost - size_of(system, count)
+        for share in (PENDING_SHARE, 0.25, 0.1):
+            text = _cut_to_tokens(pending_text, int(capacity * share), count) if pending_text else None
+            tail = _tail(parts, text, notice="[Context emergency: only the last turn is shown.]")
+            body = self._fit_results(last, room - message_size(tail, count), count)
+            if body is not None:
+                break
+        else:
+            body = []  # even the last turn does not fit next to the input
+        messages = tuple(system + body + [tail])
+        used = size_of(messages, count) + tools_cost
+        shown = tuple(t.id for t in last) if body else ()
+        omitted = len(parts.turns) - len(shown) + (1 if parts.more_turns else 0)
+        util = Utilization(window, capacity, used, demand, len(shown), omitted, 0, 1.0, capacity - used, 0, exact,
+                           "emergency")
+        return AssembledContext(messages, util, shown)

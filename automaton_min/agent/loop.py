@@ -17,17 +17,21 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from automaton_min.agent.context import build_messages
+from automaton_min.agent.context import AssembledContext
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
-from automaton_min.agent.prompts import Identity, Status, system_prompt, wakeup_message
+from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
 from automaton_min.agent.survival import FinancialReading
 from automaton_min.agent.tools.base import ToolContext, ToolSpec
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
+from automaton_min.agent.toolset import is_compact, offered_tools
+from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message
+from automaton_min.memory.compression import HistoryFolder
+from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
@@ -38,7 +42,6 @@ log = get_logger(__name__)
 SLEEP_UNTIL_KEY = "sleep_until"
 SLEEP_REASON_KEY = "sleep_reason"
 INBOX_BATCH = 10
-RECENT_TURNS = 20
 DEAD_WAIT_S = 300
 
 
@@ -89,7 +92,7 @@ class LoopState:
 class AgentLoop:
     def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
                  now: Clock, services: dict[str, Any] | None = None, started_ms: int | None = None,
-                 metrics: Metrics = NO_METRICS) -> None:
+                 metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None) -> None:
         self.db = db
         self.config = config
         self.identity = identity
@@ -99,10 +102,13 @@ class AgentLoop:
         self.now = now
         self.services = services or {}
         self.metrics = metrics
+        self.context = context or TurnContextBuilder(
+            db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config)), HistoryFolder(db, now))
         self.started_ms = started_ms if started_ms is not None else now()
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
+        self.last_context: AssembledContext | None = None  # the last turn's context (its figures go with the turn)
         self.progress: Callable[[], None] = lambda: None  # a sign of life for the watchdog, before each step of a turn
 
     # ---------------------------------------------------------------- one wake cycle
@@ -199,15 +205,10 @@ class AgentLoop:
         tier, low_compute = self.hooks.survive(reading, now_ms)
         loop_state = LoopState(low_compute=low_compute)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
-        parts = self.hooks.prompt_parts()
+        message, source, authority = pending if pending else (None, None, "agent")
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
-        prompt = system_prompt(self.identity, status, self.tools.specs(), soul=parts.get("soul"), genesis=parts.get("genesis"),
-                               constitution=parts.get("constitution"), creator_message=parts.get("creator_message"),
-                               first_run=first_run, clean=self.hooks.clean_instruction)
-        message, source, authority = pending if pending else (None, None, "agent")
-        turns = recent_turns(self.db, RECENT_TURNS)
-        routed = route if isinstance(route, BudgetDenied) else self._infer(route, prompt, turns, message, tier, turn_id)
+        routed = route if isinstance(route, BudgetDenied) else self._infer(route, status, message, first_run, tier, turn_id)
         if isinstance(routed, BudgetDenied):
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
@@ -239,7 +240,8 @@ class AgentLoop:
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
                           routed.result.content, calls,
                           {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
-                           "totalTokens": routed.input_tokens + routed.output_tokens}, routed.cost_cents)
+                           "totalTokens": routed.input_tokens + routed.output_tokens, **self._context_figures()},
+                          routed.cost_cents)
         self._persist(turn, claimed)
         self.hooks.after_turn(turn)
         self.metrics.turn(turn)
@@ -256,19 +258,39 @@ class AgentLoop:
             had_input=message is not None,
         )
 
-    def _infer(self, route: Route, prompt: str, turns: list[StoredTurn], message: Message | None, tier: str,
+    def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
                turn_id: str) -> RoutedResult | BudgetDenied:
-        """Build the context within the route's budget (less the tool schemas) and call the model. When the
-        server says the prompt is too long, the router shrinks that model's budget (for good) and this turn
-        retries once with the smaller context."""
-        tools = self.tools.schemas()
-        context = build_messages(prompt, turns, message, budget_tokens=route.context_budget, tools=tools)
+        """Assemble the context within the route's budget and call the model. When the server says the prompt is
+        too long, the router shrinks that model's budget (for good) and this turn retries once with less."""
+        compact = is_compact(self.config, route.model.context_window)
+        parts = self.hooks.prompt_parts()
+        system = system_prompt(self.identity, soul=parts.get("soul"), genesis=parts.get("genesis"),
+                               constitution=parts.get("constitution"), clean=self.hooks.clean_instruction, compact=compact)
+        creator_message = parts.get("creator_message")
+        notes = [creator_note(creator_message, self.hooks.clean_instruction)] if first_run and creator_message else []
+        tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
+
+        def build(route: Route) -> AssembledContext:
+            return self.context.build(route, system=system, tools=tools, status=status_block(status), pending=message,
+                                      notes=notes, turn_id=turn_id, tier=tier, cancel=self._abandon)
+
+        context = self.last_context = build(route)
         try:
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
+            return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
+                                     cancel=self._abandon)
         except ContextTooLong as exc:
-            route = self.router.shrink_context(route, exc, context, tools)
-            context = build_messages(prompt, turns, message, budget_tokens=route.context_budget, tools=tools)
-            return self.router.route(context, tier=tier, turn_id=turn_id, tools=tools, planned=route, cancel=self._abandon)
+            route = self.router.shrink_context(route, exc, context.messages, tools)
+            context = self.last_context = build(route)
+            return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
+                                     cancel=self._abandon)
+
+    def _context_figures(self) -> dict[str, Any]:
+        if self.last_context is None:
+            return {}
+        util = self.last_context.utilization
+        return {"context": {"used": util.used, "capacity": util.capacity, "window": util.window,
+                            "turns": util.turns_in_context, "memoryTokens": util.memory_tokens,
+                            "recommendation": util.recommendation}}
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
         """The turn, its tool calls and the inbox acknowledgements: all or nothing."""

@@ -1,10 +1,11 @@
-"""The system prompt and the wake-up message, in this project's own words.
+"""The system prompt, the status block and the wake-up message, in this project's own words.
 
-The system prompt is rebuilt every turn from: core rules, identity, the
-constitution, SOUL.md, the genesis prompt, a status block, the tool list and, on
-the first run only, the creator's message. It never contains the wallet key or
-any API key. Text the agent or its creator wrote (soul, genesis) passes through
-``clean`` (the injection defence's instruction mode) and is bounded in length.
+The system prompt is the part of the context that stays byte-identical from turn to turn (so a local server's
+prompt cache reuses it): core rules, identity, the constitution, SOUL.md and the genesis prompt. Everything that
+changes (the status block, the creator's first message) travels in the turn's runtime notes, after the history.
+The tools reach the model as schemas, not as prompt text. The prompt never contains the wallet key or any API
+key. Text the agent or its creator wrote (soul, genesis) passes through ``clean`` (the injection defence's
+instruction mode) and is bounded in length; more tightly in compact mode (small windows).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from automaton_min.agent.constitution import CONSTITUTION
-from automaton_min.agent.tools.base import ToolSpec
 
 SOUL_LIMIT = 5000
 GENESIS_LIMIT = 2000
+COMPACT_SOUL_LIMIT = 1200
+COMPACT_GENESIS_LIMIT = 800
 
 CORE_RULES = """\
 You are an automaton: a program that lives on its own, thinks in turns, and acts through tools.
@@ -75,28 +77,17 @@ def status_block(status: Status) -> str:
     ])
 
 
-def tool_lines(specs: Iterable[ToolSpec]) -> str:
-    lines = ["--- TOOLS ---"]
-    for spec in specs:
-        warning = " [dangerous: spends money or changes who you are]" if spec.risk == "dangerous" else ""
-        lines.append(f"- {spec.name} ({spec.category}): {spec.description}{warning}")
-    lines.append("--- END TOOLS ---")
-    return "\n".join(lines)
-
-
 def system_prompt(
     identity: Identity,
-    status: Status,
-    tools: Iterable[ToolSpec],
     *,
     soul: str | None,
     genesis: str | None,
     constitution: str | None,
-    creator_message: str | None,
-    first_run: bool,
     clean: Callable[[str], str],
+    compact: bool = False,
 ) -> str:
-    """The whole system prompt for one turn."""
+    """The stable system prompt (the same text every turn while soul and genesis do not change)."""
+    soul_limit, genesis_limit = (COMPACT_SOUL_LIMIT, COMPACT_GENESIS_LIMIT) if compact else (SOUL_LIMIT, GENESIS_LIMIT)
     sections = [
         CORE_RULES,
         "\n".join([
@@ -108,14 +99,15 @@ def system_prompt(
         "--- CONSTITUTION (it outranks every other instruction) ---\n" + (constitution or CONSTITUTION).strip() + "\n--- END CONSTITUTION ---",
     ]
     if soul:
-        sections.append("--- SOUL (written by you; yours to change) ---\n" + _bounded(clean(soul), SOUL_LIMIT) + "\n--- END SOUL ---")
+        sections.append("--- SOUL (written by you; yours to change) ---\n" + _bounded(clean(soul), soul_limit) + "\n--- END SOUL ---")
     if genesis:
-        sections.append("--- PURPOSE (from your genesis) ---\n" + _bounded(clean(genesis), GENESIS_LIMIT) + "\n--- END PURPOSE ---")
-    sections.append(status_block(status))
-    sections.append(tool_lines(tools))
-    if first_run and creator_message:
-        sections.append("--- MESSAGE FROM YOUR CREATOR ---\n" + _bounded(clean(creator_message), GENESIS_LIMIT) + "\n--- END MESSAGE ---")
+        sections.append("--- PURPOSE (from your genesis) ---\n" + _bounded(clean(genesis), genesis_limit) + "\n--- END PURPOSE ---")
     return "\n\n".join(sections)
+
+
+def creator_note(creator_message: str, clean: Callable[[str], str]) -> str:
+    """The creator's first message, shown in the first turn's runtime notes."""
+    return "--- MESSAGE FROM YOUR CREATOR ---\n" + _bounded(clean(creator_message), GENESIS_LIMIT) + "\n--- END MESSAGE ---"
 
 
 def wakeup_message(*, first_run: bool, reason: str, credits_cents: int | None, usdc_atomic: int | None,

@@ -67,9 +67,10 @@ def _step(name: str, turn: StoredTurn, action: Callable[[], object]) -> None:
 
 
 def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | None = None,
-                sender: str | Sequence[str] | None = None) -> str:
+                sender: str | Sequence[str] | None = None, creator: str | None = None) -> str:
     """Ingest a committed turn; returns its classification. ``source`` defaults to the turn's input source;
-    ``sender`` is the address (or addresses) of the inbox messages it read."""
+    ``sender`` is the address (or addresses) of the inbox messages it read; ``creator`` is the creator's address
+    when one of them carried the creator's verified signature (its entry is then the creator's, trust 1)."""
     source = source if source is not None else turn.input_source
     senders = [sender] if isinstance(sender, str) else list(sender or ())
     senders = senders if source == "inbox" else []
@@ -83,6 +84,8 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
 
     def record_contacts() -> None:
         people = RelationshipMemory(db, now)
+        if creator and creator.lower() in (a.lower() for a in senders) and people.get(creator) is None:
+            people.record(creator, relationship_type="creator", trust=1.0)
         for address in dict.fromkeys(senders):
             people.record_interaction(address, default_type="messaged_us")
         for call in turn.tool_calls:

@@ -79,6 +79,7 @@ class RuntimeHooks:
         self.previous_tier: str | None = None
         self.remembered_usdc: int | None = None
         self.inbox_senders: list[str] = []
+        self.creator_wrote = False
 
     # -- inbox
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
@@ -86,8 +87,10 @@ class RuntimeHooks:
 
         creator = self.config.get("creatorAddress")
         claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
+        read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
         self.inbox_senders = [m.from_address for m in claimed]  # for memory ingestion of the turn that reads them
-        return [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
+        self.creator_wrote = any(authority == "creator" for _, _, authority in read)  # a verified signature
+        return read
 
     def ack_inbox(self, ids: list[str], now_ms: int) -> None:
         inbox.mark_processed(self.db, ids, now_ms)
@@ -199,7 +202,8 @@ class RuntimeHooks:
         """After a turn is committed: one log line per tool call, then memory ingestion."""
         for call in turn.tool_calls:
             log_tool_call(call)
-        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders)
+        creator = self.config.get("creatorAddress") if self.creator_wrote else None
+        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders, creator=creator)
 
     def prompt_parts(self) -> dict[str, str | None]:
         def read(path: Path) -> str | None:
