@@ -160,3 +160,15 @@ def test_a_fact_from_the_creator_is_recalled_by_relevance_after_a_compression(ag
     shown = "\n".join(m.get("content") or "" for m in body["messages"][:-1])
     assert "K-7781-QX" not in shown  # not from the history or the summary: the original turn is long folded
     assert f"{CREATOR.lower()}: creator, trust 1.0" in memory  # the creator's verified messages made its entry
+
+
+def test_recent_wake_events_reach_the_context_as_compact_references(agent_for, model, clock) -> None:
+    from automaton_min.runtime.wake import post_wake
+
+    agent = agent_for()
+    post_wake(agent.db, "heartbeat", "the docs site returned 502 twice", now_ms=clock())
+    model.script(openai_answer("noted"))
+    agent.loop.run_cycle("a heartbeat task asked for a wake-up")
+    tail = model.requests[0].body["messages"][-1]["content"]
+    assert "--- RECENT WAKE EVENTS ---" in tail
+    assert "| type=wake:heartbeat | createdAt=" in tail and "content=the docs site returned 502 twice" in tail

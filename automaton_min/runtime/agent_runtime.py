@@ -17,6 +17,7 @@ from automaton_min.agent.survival import FinancialCache, FinancialReading, asses
 from automaton_min.agent.tools.base import ToolSpec
 from automaton_min.agent.tools.loop_control import LOW_COMPUTE_KEY
 from automaton_min.agent.tools.registry import ToolRegistry
+from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
@@ -28,7 +29,9 @@ from automaton_min.ids import new_ulid
 from automaton_min.inference.providers import Providers
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
+from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.ingest import ingest_turn
+from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
@@ -40,7 +43,7 @@ from automaton_min.runtime.money import rpc_url
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.report import log_tool_call
 from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY, USDC_KEY
-from automaton_min.runtime.wake import take_pending
+from automaton_min.runtime.wake import WakeEventLog, take_pending
 from automaton_min.treasury.payer import Payer, payer_options
 
 log = get_logger(__name__)
@@ -321,8 +324,10 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
                 "registry": registry, "relay": relay, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
                 "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
+    context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
+                                 HistoryFolder(db, now), events=WakeEventLog(db))
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,
-                     metrics=metrics)
+                     metrics=metrics, context=context)
     set_value(db, "start_time", to_iso(now()), now())
     set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
     with start_step("bootstrap top-up"):

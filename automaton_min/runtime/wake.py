@@ -80,6 +80,20 @@ def prune_consumed(db: "Database", older_than_ms: int, *, batch: int = 500) -> i
 
 
 
+@dataclass(frozen=True)
+class WakeEventLog:
+    """The recent wake events a turn's context shows (as compact references), newest first."""
+
+    db: "Database"
+    limit: int = 5
+    window_ms: int = 24 * 3600 * 1000
+
+    def recent(self, now_ms: int) -> list[WakeEvent]:
+        rows = self.db.query("SELECT id, source, reason, payload, created_at FROM wake_events WHERE created_at >= ?"
+                             " ORDER BY id DESC LIMIT ?", (to_iso(now_ms - self.window_ms), self.limit))
+        return [WakeEvent(r[0], r[1], r[2], json_object(r[3]), r[4]) for r in rows]
+
+
 class WakeBus:
     """In the daemon: store a wake event, then set the signal the main thread sleeps on. Safe from any thread
     (each thread passes its own database connection)."""
