@@ -52,6 +52,7 @@ HEADROOM_SHARE = 0.10
 MAX_REFERENCES = 20
 MESSAGE_OVERHEAD = 4
 RUNTIME_HEADER = "[runtime] The runtime's notes for this turn (not a message from anyone):"
+SECTION_JOIN = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -154,25 +155,43 @@ def turn_messages(turn: StoredTurn, result_limit: int = RESULT_LIMIT) -> list[Me
 # --------------------------------------------------------------------------- assembly
 
 
-def _tail(parts: ContextParts, pending_text: str | None, *, memory: str = "", references: Sequence[str] = (),
-          events: Sequence[str] = (), notice: str = "") -> Message:
-    sections = [RUNTIME_HEADER]
+@dataclass(frozen=True)
+class _Tail:
+    """The last message: the runtime's notes for this turn and the pending input, sized from its parts (most of
+    which were sized before), not as one new text."""
+
+    sections: tuple[str, ...]
+    memories: Retrieved
+
+    @property
+    def message(self) -> Message:
+        memory = self.memories.block()
+        texts = [*self.sections[:1], *([memory] if memory else []), *self.sections[1:]]
+        return Message("user", SECTION_JOIN.join(texts))
+
+    def size(self, count: Callable[[str], int]) -> int:
+        return (sum(count(s) + 1 for s in self.sections) + self.memories.block_tokens(count) + MESSAGE_OVERHEAD)
+
+
+def _tail(parts: ContextParts, pending_text: str | None, *, memories: Retrieved = Retrieved(),
+          references: Sequence[str] = (), events: Sequence[str] = (), notice: str = "") -> _Tail:
+    """The sections in order; the memory block goes right after the status and goals (``_Tail.message``)."""
+    head = [RUNTIME_HEADER]
     if parts.status:
-        sections.append(parts.status)
+        head.append(parts.status)
     if parts.goals:
-        sections.append("--- YOUR GOALS (set_goal / complete_goal) ---\n" + "\n".join(parts.goals) + "\n--- END GOALS ---")
-    if memory:
-        sections.append(memory)
+        head.append("--- YOUR GOALS (set_goal / complete_goal) ---\n" + "\n".join(parts.goals) + "\n--- END GOALS ---")
+    rest: list[str] = []
     if references:
-        sections.append("--- EARLIER TURNS (not shown whole) ---\n" + "\n".join(references) + "\n--- END EARLIER TURNS ---")
+        rest.append("--- EARLIER TURNS (not shown whole) ---\n" + "\n".join(references) + "\n--- END EARLIER TURNS ---")
     if events:
-        sections.append("--- RECENT WAKE EVENTS ---\n" + "\n".join(events) + "\n--- END WAKE EVENTS ---")
+        rest.append("--- RECENT WAKE EVENTS ---\n" + "\n".join(events) + "\n--- END WAKE EVENTS ---")
     if notice:
-        sections.append(notice)
-    sections += list(parts.notes)
+        rest.append(notice)
+    rest += list(parts.notes)
     if pending_text:
-        sections.append(pending_text)
-    return Message("user", "\n\n".join(sections))
+        rest.append(pending_text)
+    return _Tail((SECTION_JOIN.join(head), *rest), memories)
 
 
 def _notice(hidden: int, parts: ContextParts) -> str:
@@ -201,7 +220,7 @@ class ContextAssembler:
         turns = list(parts.turns)
         recent, older = turns[-RECENT_ALWAYS:], turns[:-RECENT_ALWAYS]
         bare_tail = _tail(parts, pending_text, notice=_notice(len(older), parts))  # the notice at its longest
-        fixed = size_of(system, count) + tools_cost + message_size(bare_tail, count)
+        fixed = size_of(system, count) + tools_cost + bare_tail.size(count)
         whole = {t.id: size_of(turn_messages(t), count) for t in turns}
         demand = fixed + sum(whole.values())
         over = demand > capacity - int(window * HEADROOM_SHARE) or parts.more_turns
@@ -218,8 +237,7 @@ class ContextAssembler:
             room = max(int((capacity - used) * MEMORY_SHARE), min(floor, capacity - used))
             memories = self.retriever.retrieve(parts.query, limit_tokens=room, count=count,
                                                shown_since=recent[0].timestamp if recent else None)
-            if memories.items:
-                used += count(memories.block()) + 2  # the block's own lines
+            used += memories.block_tokens(count)
         summary: list[Message] = []
         if parts.summary:
             limit = min(int(capacity * SUMMARY_SHARE), capacity - used - MESSAGE_OVERHEAD)  # the share, or what is left
@@ -255,14 +273,14 @@ class ContextAssembler:
             events.append(event.reference)
             used += event.compacted_tokens + 1
 
-        def build() -> tuple[Message, ...]:
-            tail = _tail(parts, pending_text, memory=memories.block(), references=[r.reference for r in references],
+        def build() -> tuple[tuple[Message, ...], int]:
+            tail = _tail(parts, pending_text, memories=memories, references=[r.reference for r in references],
                          events=events, notice=_notice(len(older) - len(kept) - len(references), parts))
             body = [m for block in reversed(kept) for m in block] + recent_messages
-            return tuple(system + summary + body + [tail])
+            return tuple(system + summary + body + [tail.message]), size_of(system + summary + body, count) + tail.size(count)
 
-        messages = build()
-        used = size_of(messages, count) + tools_cost
+        messages, size = build()
+        used = size + tools_cost
         while used > capacity:  # section headers and the notice were not counted above: give back the least needed
             if events:
                 events.pop()
@@ -278,8 +296,8 @@ class ContextAssembler:
                 if fitted is None or size_of(fitted, count) >= recent_cost:
                     break
                 recent_messages = fitted
-            messages = build()
-            used = size_of(messages, count) + tools_cost
+            messages, size = build()
+            used = size + tools_cost
         compacted = Compacted(tuple(references))
         shown = tuple(t.id for t in turns[len(turns) - len(recent) - len(kept):])
         util = Utilization(window, capacity, used, demand, len(shown), len(turns) - len(shown) + (1 if parts.more_turns else 0),
@@ -316,13 +334,13 @@ class ContextAssembler:
         for share in (PENDING_SHARE, 0.25, 0.1):
             text = _cut_to_tokens(pending_text, int(capacity * share), count) if pending_text else None
             tail = _tail(parts, text, notice="[Context emergency: only the last turn is shown.]")
-            body = self._fit_results(last, room - message_size(tail, count), count)
+            body = self._fit_results(last, room - tail.size(count), count)
             if body is not None:
                 break
         else:
             body = []  # even the last turn does not fit next to the input
-        messages = tuple(system + body + [tail])
-        used = size_of(messages, count) + tools_cost
+        messages = tuple(system + body + [tail.message])
+        used = size_of(system + body, count) + tail.size(count) + tools_cost
         shown = tuple(t.id for t in last) if body else ()
         omitted = len(parts.turns) - len(shown) + (1 if parts.more_turns else 0)
         util = Utilization(window, capacity, used, demand, len(shown), omitted, 0, 1.0, capacity - used, 0, exact,

@@ -1,7 +1,8 @@
 """What the memory stores share: errors, value checks, the FTS5 query sanitizer, ranked search and pruning.
 
 Ranking. The query's words are quoted and joined with OR; in a table of 2,000 rows or more, words found in over
-5% of the rows are left out (``drop_common_words``: they make the search slow and barely move bm25). FTS5 then
+5% of the rows are left out, and of the others the 8 rarest at most are kept, up to 500 matching rows in all
+(``drop_common_words``: common words make the search slow and barely move bm25). FTS5 then
 gives the best ``pool`` matches by bm25 (column weights per store), and each candidate is scored::
 
     relevance = bm25 / best bm25 among the candidates          (0..1, the best match is 1)
@@ -121,11 +122,15 @@ def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None
 
 COMMON_MIN_ROWS = 2_000
 COMMON_FRACTION = 0.05
+MAX_POSTINGS = 500  # matching rows ranked per search, at most (summed over the words kept)
+MAX_RANKED_TERMS = 8  # each word costs a posting-list lookup even when it is rare
 
 
 def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]:
     """Leave out words found in more than 5% of a table of 2,000 rows or more (they cost the most to rank and
-    tell the least), unless only such words are left; then the two rarest stay.
+    tell the least), unless only such words are left; then the two rarest stay. Of the rest, the rarest are kept
+    (at most ``MAX_RANKED_TERMS``) while the rows they match add up to at most ``MAX_POSTINGS``, so a search costs
+    about the same in a table of a thousand rows or of a million (bm25 is computed for every matching row).
 
     Needs apsw's FTS5 tokenizer access (apsw 3.47 or newer) to look words up as the index stores them (stemmed);
     without it the words are returned as they are.
@@ -133,7 +138,7 @@ def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]
     tokenizer_of = getattr(db.connection, "fts5_tokenizer", None)
     if len(words) < 2 or tokenizer_of is None:
         return words
-    rows = db.scalar(f"SELECT COUNT(*) FROM {table}", default=0)
+    rows = db.scalar(f"SELECT MAX(rowid) FROM {table}", default=0) or 0  # about the row count, without a scan
     if rows < COMMON_MIN_ROWS:
         return words
     tokenize = tokenizer_of("porter", ["unicode61", "remove_diacritics", "2"])
@@ -146,7 +151,15 @@ def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]
                           terms)) if terms else {}
     docs = {w: min((found.get(t, 0) for t in ts), default=0) for w, ts in stems.items()}
     rare = [w for w in words if docs[w] <= rows * COMMON_FRACTION]
-    return rare or sorted(words, key=docs.__getitem__)[:2]
+    if not rare:
+        return sorted(words, key=docs.__getitem__)[:2]
+    kept, postings = set(), 0
+    for word in sorted(rare, key=docs.__getitem__):  # the rarest first, while the ranking work stays bounded
+        if kept and (postings + docs[word] > MAX_POSTINGS or len(kept) == MAX_RANKED_TERMS):
+            break
+        kept.add(word)
+        postings += docs[word]
+    return [w for w in words if w in kept]
 
 
 # --- ranked search ------------------------------------------------------------------------------------------

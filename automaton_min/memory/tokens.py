@@ -15,6 +15,7 @@ It takes about 0.2 us a character.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 import math
@@ -79,7 +80,32 @@ _CJK = re.compile(r"[\u2e80-\ud7af]")
 _OTHER = re.compile(r"[^\x00-\u052f\u2e80-\ud7af]")
 
 
+ESTIMATE_CACHE_SIZE = 8192
+ESTIMATE_CACHE_MIN_CHARS = 32  # shorter texts are their own cache keys (``_short_estimate``)
+_estimates: "OrderedDict[bytes, int]" = OrderedDict()
+_estimates_lock = threading.Lock()
+
+
 def estimate_tokens(text: str) -> int:
+    """A cheap cl100k_base token estimate (``_estimate``), remembered for longer texts by a digest of the text: a
+    context is sized several times a turn, and most of its texts were sized the turn before."""
+    if len(text) < ESTIMATE_CACHE_MIN_CHARS:
+        return _short_estimate(text)
+    key = _text_key(text)
+    with _estimates_lock:
+        n = _estimates.get(key)
+        if n is not None:
+            _estimates.move_to_end(key)
+            return n
+    n = _estimate(text)
+    with _estimates_lock:
+        _estimates[key] = n
+        if len(_estimates) > ESTIMATE_CACHE_SIZE:
+            _estimates.popitem(last=False)
+    return n
+
+
+def _estimate(text: str) -> int:
     """A cheap cl100k_base token estimate: a few regex passes, no vocabulary (error bounds in the module
     docstring).
 
@@ -106,6 +132,12 @@ def estimate_tokens(text: str) -> int:
         n += 0.5 * len(_LATIN.findall(text)) + 0.4 * len(_CYRILLIC.findall(text))
         n += 1.1 * len(_CJK.findall(text)) + 1.5 * len(_OTHER.findall(text))
     return max(1, math.ceil(n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_estimate(text: str) -> int:
+    """Short texts (names, small arguments) are kept as their own keys: cheaper than hashing them."""
+    return _estimate(text)
 
 
 def _text_key(text: str) -> bytes:
