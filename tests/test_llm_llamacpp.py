@@ -4,22 +4,31 @@ single-model servers ignore it). How to start one with a small Gemma GGUF: share
 ("A real LLM with tool calls"):
 
     python -m llama_cpp.server --model gemma3-270m.gguf --host 127.0.0.1 --port 8080 \\
-        --chat_format chatml-function-calling
-    AUTOMATON_LLAMACPP_URL=http://127.0.0.1:8080 python -m pytest -m llm tests/test_llm_llamacpp.py
+        --chat_format chatml-function-calling --n_ctx 4096 --cache false
+    AUTOMATON_LLAMACPP_URL=http://127.0.0.1:8080 python -m pytest -m llm -s tests/test_llm_llamacpp.py
+
+The agent test reads the window from ``AUTOMATON_LLAMACPP_CTX`` (default 4096, the ``--n_ctx`` above):
+llama-cpp-python's server has no ``/props`` to ask. Its prefix reuse works with or without ``--cache`` (see README,
+Performance).
 """
 
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 
 import pytest
 
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.types import ChatRequest, ChatResult, Message, ToolSchema
+from automaton_min.store.turns import count_turns
+from standins.loopback_http import LoopbackServer, Reply, Request
 
 URL = os.environ.get("AUTOMATON_LLAMACPP_URL", "").strip()
 MODEL = os.environ.get("AUTOMATON_LLAMACPP_MODEL", "local").strip() or "local"
 ATTEMPTS = 4  # small models sometimes answer in text instead of calling the tool
+WINDOW = int(os.environ.get("AUTOMATON_LLAMACPP_CTX", "4096"))
 
 pytestmark = [
     pytest.mark.llm,
@@ -60,3 +69,54 @@ def test_a_real_llamacpp_server_calls_a_tool_and_accepts_its_result() -> None:
     second = provider.chat(ChatRequest(MODEL, history, max_tokens=128, tools=(WEATHER,), temperature=0.2, timeout_s=120))
     assert isinstance(second.content, str)
     assert second.provider == "llamacpp"
+
+
+# --------------------------------------------------------------------------- the real agent against the server
+
+
+def _forward(request: Request) -> Reply:
+    """Pass a request on to the real server unchanged and its answer back, whatever the status."""
+    query = f"?{request.query}" if request.query else ""
+    upstream = urllib.request.Request(f"{URL.rstrip('/')}{request.path}{query}", data=request.body or None,
+                                      method=request.method,
+                                      headers={k: v for k, v in request.headers.items()
+                                               if k.lower() in ("content-type", "authorization", "accept")})
+    try:
+        with urllib.request.urlopen(upstream, timeout=300) as response:
+            return Reply(response.status, response.read(), {"Content-Type": response.headers.get("Content-Type", "")})
+    except urllib.error.HTTPError as error:
+        return Reply(error.code, error.read(), {"Content-Type": error.headers.get("Content-Type", "")})
+
+
+@pytest.fixture
+def model():
+    """``agent_for``'s model server: the real one, behind a forwarding proxy on 127.0.0.1 that keeps every request."""
+    with LoopbackServer({("POST", r"/.*"): _forward, ("GET", r"/.*"): _forward}) as proxy:
+        yield proxy
+
+
+def test_the_real_agent_takes_two_turns_and_the_second_request_extends_the_first(agent_for, model) -> None:
+    """Two turns of the real agent (``build_agent``) on the real server: both requests fit the window, and the
+    second one repeats the first's system prompt and tools byte for byte and extends its history, so a prefix
+    cache can reuse it. The wall time of each request is printed (``-s``), never asserted."""
+    agent = agent_for(modelStrategy={"contextWindow": WINDOW}, maxTurnsPerCycle=2)
+    for _ in range(3):  # a cycle ends early when the model answers in text instead of calling a tool
+        agent.loop.run_cycle("Check your credits, then write a note about what you found.")
+        if count_turns(agent.db) >= 2:
+            break
+    assert count_turns(agent.db) >= 2, agent.db.query("SELECT key, value FROM kv WHERE key = 'last_error'")
+
+    rows = agent.db.query("SELECT input_tokens, output_tokens, latency_ms FROM inference_costs"
+                          " WHERE task_type = 'agent_turn' ORDER BY rowid")
+    assert len(rows) >= 2  # a row is written only for a request that succeeded: no context-length error
+    (in1, out1, ms1), (in2, out2, ms2) = rows[:2]
+    assert in1 > 0 and in2 > 0, rows  # the server's count (llama-cpp-python sums it over a reply's tool calls)
+
+    bodies = [r.json() for r in model.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
+    first, second = bodies[:2]
+    assert first["messages"][0] == second["messages"][0] and first["tools"] == second["tools"]
+    assert second["messages"][: len(first["messages"]) - 1] == first["messages"][:-1]
+    assert first["messages"][-1]["content"].startswith("[runtime]")
+
+    print(f"\nllama.cpp agent turns: turn 1 {ms1} ms ({in1} prompt tokens, {out1} out),"
+          f" turn 2 {ms2} ms ({in2} prompt tokens, {out2} out), turn 2 / turn 1 = {ms2 / max(ms1, 1):.2f}")
