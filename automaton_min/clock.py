@@ -9,6 +9,7 @@ so tests can pass their own.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -33,6 +34,7 @@ def to_iso(ms: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+@functools.lru_cache(maxsize=4096)  # ranking parses the same rows' times turn after turn
 def from_iso(text: str) -> int:
     """Parse the stored format, or the SQLite/ISO variants older databases hold, into epoch ms."""
     cleaned = text.strip().replace(" ", "T", 1)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -124,6 +126,35 @@ COMMON_MIN_ROWS = 2_000
 COMMON_FRACTION = 0.05
 MAX_POSTINGS = 500  # matching rows ranked per search, at most (summed over the words kept)
 MAX_RANKED_TERMS = 8  # each word costs a posting-list lookup even when it is rare
+COUNTS_GENERATION = 1_000  # rows a table may grow before its remembered word counts are read again
+COUNTS_KEPT = 20_000  # remembered word counts per table, at most
+
+
+_counts_lock = threading.Lock()
+# database -> table -> (generation, term -> docs); weak, so a closed database's counts go with it
+_counts: "weakref.WeakKeyDictionary[Database, dict[str, tuple[int, dict[str, int]]]]" = weakref.WeakKeyDictionary()
+
+
+def _document_counts(db: "Database", table: str, terms: set[str], rows: int) -> dict[str, int]:
+    """How many rows of ``table`` hold each (stemmed) term, from the FTS5 vocabulary. Counts are remembered per
+    connection until the table grows by ``COUNTS_GENERATION`` rows: a word's share barely moves in between, and
+    the vocabulary lookup reads the word's whole posting list."""
+    generation = rows // COUNTS_GENERATION
+    with _counts_lock:
+        tables = _counts.setdefault(db, {})
+        known_generation, known = tables.get(table, (generation, {}))
+        if known_generation != generation or len(known) > COUNTS_KEPT:
+            known = {}
+        tables[table] = (generation, known)
+        missing = sorted(t for t in terms if t not in known)
+    if missing:
+        vocab = f"{table}_fts_vocab"
+        db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {table}_fts, row)")
+        found = dict(db.query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(missing))})",
+                              missing))
+        with _counts_lock:
+            known.update({t: int(found.get(t, 0)) for t in missing})
+    return {t: known.get(t, 0) for t in terms}
 
 
 def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]:
@@ -144,11 +175,7 @@ def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]
     tokenize = tokenizer_of("porter", ["unicode61", "remove_diacritics", "2"])
     stems = {w: tokenize(w.encode(), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
                          include_colocated=False) for w in words}
-    vocab = f"{table}_fts_vocab"
-    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {table}_fts, row)")
-    terms = sorted({t for ts in stems.values() for t in ts})
-    found = dict(db.query(f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(terms))})",
-                          terms)) if terms else {}
+    found = _document_counts(db, table, {t for ts in stems.values() for t in ts}, rows)
     docs = {w: min((found.get(t, 0) for t in ts), default=0) for w, ts in stems.items()}
     rare = [w for w in words if docs[w] <= rows * COMMON_FRACTION]
     if not rare:
@@ -219,7 +246,7 @@ def ranked_search(
     rows = db.query(
         f"SELECT {bm25}, {select} FROM {fts} JOIN {table} t ON t.rowid = {fts}.rowid"
         f" WHERE {fts} MATCH ?{extra} ORDER BY {bm25} LIMIT ?",
-        (match, *params, pool or max(50, limit * 5)),
+        (match, *params, pool or max(20, limit * 3)),
     )
     if not rows:
         return []
