@@ -71,9 +71,14 @@ def call(name: str, **arguments):
     return lambda n: openai_answer(None, [(f"call_{n}", name, json.dumps(arguments))])
 
 
-def run_turns(agent, total: int) -> None:
-    while count_turns(agent.db) < total:
+def run_turns(agent, total: int, *, until=None) -> None:
+    """Wake cycles until ``total`` turns exist (and ``until()`` holds); a bounded number, so a runtime whose every
+    turn fails ends the test instead of looping forever."""
+    for _ in range(total * 2):
+        if count_turns(agent.db) >= total and (until is None or until()):
+            return
         agent.loop.run_cycle("scripted work")
+    pytest.fail(f"{count_turns(agent.db)} turns after {total * 2} wake cycles (turns are failing)")
 
 
 @pytest.fixture
@@ -151,8 +156,7 @@ def test_a_fact_from_the_creator_is_recalled_by_relevance_after_a_compression(ag
     assert brain.summaries >= 1
     asked = "What is the deploy key for the docs bucket?"
     inbox.insert_message(agent.db, "ask", CREATOR, asked, received_at_ms=clock(), signed_by=CREATOR.lower())
-    while inbox.get_message(agent.db, "ask").status != "processed":
-        agent.loop.run_cycle("scripted work")
+    run_turns(agent, 41, until=lambda: inbox.get_message(agent.db, "ask").status == "processed")
     body = next(b for b in brain.turn_bodies if asked in b["messages"][-1]["content"])
     tail = body["messages"][-1]["content"]
     memory = tail[tail.index("--- MEMORY"):tail.index("--- END MEMORY ---")]
