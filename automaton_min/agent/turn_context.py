@@ -26,7 +26,8 @@ from automaton_min.errors import RuntimeFailure
 from automaton_min.inference.router import BudgetDenied, Route, Router, worst_case_tokens
 from automaton_min.inference.types import Message, ToolSchema
 from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_through, wake_reference
-from automaton_min.memory.retrieval import AGENT_SESSION, MemoryRetriever
+from automaton_min.memory.common import AGENT_SESSION
+from automaton_min.memory.retrieval import MemoryRetriever
 from automaton_min.memory.tokens import TokenCounter, estimate_tokens
 from automaton_min.memory.working import WorkingMemory
 from automaton_min.observe.log import get_logger

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+AGENT_SESSION = "agent"  # the one stable session of the agent's own memories: goals, notes, episodes, the summary
 MAX_TEXT = 8_000  # characters in any one text field
 MAX_QUERY_TERMS = 16
 DAY_MS = 86_400_000

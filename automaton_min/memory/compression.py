@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
+from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.retrieval import AGENT_SESSION
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import StoredTurn
 

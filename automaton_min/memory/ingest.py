@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from automaton_min.clock import Clock
 from automaton_min.memory.classify import classify_turn, is_significant
-from automaton_min.memory.common import MemoryStoreError
+from automaton_min.memory.common import AGENT_SESSION, MemoryStoreError
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.relationships import RelationshipMemory
 from automaton_min.memory.working import WorkingMemory
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-EPISODE_SESSION = "agent"  # the one stable session of the agent's own memories (as memory_tools.AGENT_SESSION)
 IMPORTANCE = {"strategic": 0.9, "error": 0.8, "productive": 0.7, "communication": 0.6, "maintenance": 0.3,
               "idle": 0.1}
 INPUT_CUT, THOUGHT_CUT, RESULT_CUT, DETAIL_CUT = 1_500, 300, 120, 4_000
@@ -79,7 +78,7 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
     def record_episode() -> None:
         summary, detail = episode_text(turn, senders)
         event_type = f"tool:{turn.tool_calls[0].name}" if turn.tool_calls else "message" if turn.input else "thinking"
-        EpisodicMemory(db, now).record(EPISODE_SESSION, event_type, summary, detail=detail, outcome=_outcome(turn),
+        EpisodicMemory(db, now).record(AGENT_SESSION, event_type, summary, detail=detail, outcome=_outcome(turn),
                                        importance=IMPORTANCE[classification], classification=classification)
 
     def record_contacts() -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import Clock
+from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.procedural import ProceduralMemory
 from automaton_min.memory.relationships import RelationshipMemory
@@ -32,7 +33,6 @@ from automaton_min.memory.working import WorkingMemory
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-AGENT_SESSION = "agent"
 QUERY_CHARS = 2_000
 LINE_CHARS = 400
 MIN_LINE_CHARS = 120

@@ -18,14 +18,13 @@ from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import object_schema, setting
-from automaton_min.memory.common import MAX_TEXT, MemoryStoreError
+from automaton_min.memory.common import AGENT_SESSION, MAX_TEXT, MemoryStoreError
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.procedural import MAX_STEPS, ProceduralMemory, Procedure
 from automaton_min.memory.relationships import RELATIONSHIP_TYPES, RelationshipMemory, normalize_address
 from automaton_min.memory.semantic import CATEGORIES, Fact, SemanticMemory
 from automaton_min.memory.working import WorkingMemory
 
-AGENT_SESSION = "agent"  # the working-memory session of the agent's own goals and notes
 AGENT_SOURCE = "agent"
 GOAL_PRIORITY = 0.8
 REVIEW_EPISODES = 5
