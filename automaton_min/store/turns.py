@@ -79,7 +79,7 @@ def _parse_calls(text: str | None) -> tuple[StoredToolCall, ...]:
 def recent_turns(db: "Database", limit: int = 20, *, after: tuple[str, str] | None = None) -> list[StoredTurn]:
     """The newest ``limit`` turns, oldest first; with ``after`` (a turn's ``(timestamp, id)``), only turns that
     came after that one."""
-    where, params = ("WHERE (timestamp, id) > (?, ?)", after) if after else ("", ())
+    where, params = ("WHERE timestamp >= ? AND (timestamp > ? OR id > ?)", (after[0], *after)) if after else ("", ())
     rows = db.query(
         "SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents FROM turns"
         f" {where} ORDER BY timestamp DESC, id DESC LIMIT ?", (*params, limit))

@@ -7,7 +7,11 @@ answers "sleep", then:
   stops when the model server receives the wake-up turn's request;
 - the same through the real ``automaton-min wake`` command (its own start-up included);
 - idle: CPU seconds (utime+stime of the daemon and its spawner) and bytes written (``/proc/PID/io``
-  ``write_bytes``) over ``IDLE_S`` seconds asleep (default 300; ``BENCH_IDLE_S`` to change), per hour.
+  ``write_bytes``) over ``IDLE_S`` seconds asleep (default 300; ``BENCH_IDLE_S`` to change), per hour;
+- start-up: from starting the process to the model receiving the first request;
+- memory: resident set of the daemon and of its spawner while asleep after turns, and the daemon's peak.
+
+``BENCH_BINARY=dist/automaton-min`` runs the one-file binary instead of ``python -m automaton_min``.
 
 Prints medians and ratios; asserts nothing about time.
 """
@@ -71,10 +75,22 @@ def cpu_and_writes(pids: list[int]) -> tuple[float, int]:
 
 
 def children_of(pid: int) -> list[int]:
+    """Every descendant (a one-file binary's Python child and its spawner are a child and a grandchild)."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        for child in (int(c) for c in (task / "children").read_text().split()):
+            found += [child, *children_of(child)]
     return found
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (peak) of a process, in kB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
 
 
 def main() -> int:
@@ -83,16 +99,18 @@ def main() -> int:
         env = {**os.environ, "AUTOMATON_HOME": str(home)}
         responder = Responder()
         model.script(*[responder] * (WAKES * 2 + 5))
-        cli = [sys.executable, "-m", "automaton_min"]
+        binary = os.environ.get("BENCH_BINARY")
+        cli = [str(Path(binary).resolve())] if binary else [sys.executable, "-m", "automaton_min"]
         subprocess.run([*cli, "setup", "--name", "bench", "--genesis-prompt", "Rest.", "--creator-address", CREATOR,
                         "--openai-base-url", model.url, "--inference-model", "bench-model", "--yes"],
                        env=env, check=True, capture_output=True)
         config = orjson.loads((home / "automaton.json").read_bytes())
         (home / "automaton.json").write_bytes(orjson.dumps({**config, "rpcUrl": "http://127.0.0.1:9",
                                                              "socialRelayUrl": ""}))
+        launched = time.monotonic()
         daemon = subprocess.Popen([*cli, "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            responder.wait_for(1, 60)
+            first_request_ms = (responder.wait_for(1, 60) - launched) * 1000
             time.sleep(2)  # let the start-up heartbeat pass finish before measuring (a benchmark may wait)
             stored = []
             for i in range(WAKES):
@@ -116,11 +134,17 @@ def main() -> int:
             cpu_before, written_before = cpu_and_writes(pids)
             time.sleep(IDLE_S)
             cpu_after, written_after = cpu_and_writes(pids)
+            asleep = {pid: memory_kb(pid) for pid in pids}
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=60)
 
     cpu_s, written = cpu_after - cpu_before, written_after - written_before
+    print(f"running: {' '.join(Path(c).name for c in cli)}")
+    print(f"start -> first model request: {first_request_ms:.0f} ms (one run; the start-up steps, the wizard skipped)")
+    rss = "; ".join(f"pid {pid}: {m['VmRSS'] / 1024:.1f} MB now, {m['VmHWM'] / 1024:.1f} MB peak" for pid, m in asleep.items())
+    print(f"resident memory asleep after {WAKES + 6} turns: {rss} (the first pid is the daemon; a one-file binary's"
+          " bootloader parent is small, its Python child is the daemon)")
     print(f"wake latency, stored -> turn started: median {statistics.median(stored):.1f} ms, "
           f"max {max(stored):.1f} ms ({WAKES} wakes)")
     print(f"wake latency, `automaton-min wake` -> turn started: median {statistics.median(via_cli):.1f} ms "
