@@ -176,3 +176,21 @@ def test_recent_wake_events_reach_the_context_as_compact_references(agent_for, m
     tail = model.requests[0].body["messages"][-1]["content"]
     assert "--- RECENT WAKE EVENTS ---" in tail
     assert "| type=wake:heartbeat | createdAt=" in tail and "content=the docs site returned 502 twice" in tail
+
+
+def test_status_shows_the_recent_turns_their_context_and_the_heartbeat(agent_for, model, cli, clock) -> None:
+    from automaton_min.heartbeat.schedule import seed
+    from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE
+
+    agent = agent_for()
+    seed(agent.db, DEFAULT_SCHEDULE, clock())
+    model.script(openai_answer("Checking my notes first.", [("c1", "review_memory", "{}")]), openai_answer("All fine."))
+    agent.loop.run_cycle("test")
+    info = orjson.loads(cli("status", "--json").stdout)
+    newest, older = info["recentTurns"][0], info["recentTurns"][1]
+    assert newest["said"] == "All fine." and newest["tools"] == [] and newest["input"] is None
+    assert older["tools"] == ["review_memory"] and older["input"] == "wakeup"
+    assert older["context"]["used"] <= older["context"]["capacity"] and older["context"]["recommendation"] == "ok"
+    assert info["heartbeat"]["enabledTasks"] > 0 and info["heartbeat"]["next"]["task"]
+    text = cli("status").stdout
+    assert "wakeup: review_memory" in text and f"{info['heartbeat']['enabledTasks']} tasks; next " in text

@@ -33,6 +33,27 @@ def _approvals(waiting: list[dict]) -> str | None:
                      for a in waiting) or None
 
 
+def _heartbeat(beat: dict) -> str | None:
+    """``7 tasks; next check_credits at ...; last retention success at ...``, or None with no task enabled."""
+    if not beat["enabledTasks"]:
+        return None
+    parts = [f"{beat['enabledTasks']} tasks"]
+    if beat["next"]:
+        parts.append(f"next {beat['next']['task']} " + (f"at {beat['next']['at']}" if beat["next"]["at"] else "due now"))
+    if beat["last"]:
+        parts.append(f"last {beat['last']['task']} {beat['last']['result'] or ''} at {beat['last']['at']}".replace("  ", " "))
+    return "; ".join(parts)
+
+
+def _turn_line(turn: dict) -> str:
+    """``2026-11-23T01:02:03.000Z inbox: exec, remember_fact | "I will..." [1234/2662 tokens]``"""
+    tools = ", ".join(turn["tools"]) or "no tools"
+    context = turn["context"]
+    size = f" [{context['used']}/{context['capacity']} tokens]" if context else ""
+    said = f' | "{turn["said"]}"' if turn["said"] else ""
+    return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}"
+
+
 def _alerts(info: dict) -> str | None:
     """The last metric snapshot's active alerts, with when; None when no snapshot was taken yet."""
     if info["alertsAt"] is None:
@@ -65,8 +86,10 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("alerts", _alerts(info)),
         ("approvals", _approvals(info["pendingApprovals"])),
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
+        ("heartbeat", _heartbeat(info["heartbeat"])),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
+        *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
         ("home", info["home"]),
     ])

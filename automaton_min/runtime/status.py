@@ -15,7 +15,7 @@ from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, json_object
-from automaton_min.store.turns import count_turns, last_turn_timestamp
+from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
 
 # KV rows the runtime writes: {"cents", "at"} (Conway client), {"atomic", "at"} and {"message", "at"} (the runtime).
@@ -24,6 +24,32 @@ USDC_KEY = "last_known_usdc"
 LAST_ERROR_KEY = "last_error"
 LAST_RUN_KEY = "last_run"  # {"startedAt", "stoppedAt", "pid"}: written when a run stops
 CONFINEMENT_KEY = "confinement"  # what held the last run's local commands (confine/client.py describes it)
+RECENT_TURNS = 3
+SAID_CHARS = 100
+
+
+def heartbeat_summary(db: Any) -> dict[str, Any]:
+    """The enabled tasks, the next one due (``at`` None: due at the scheduler's next pass) and the last one run."""
+    enabled = int(db.scalar("SELECT COUNT(*) FROM heartbeat_schedule WHERE enabled = 1", default=0))
+    due = db.query_one("SELECT task_name, next_run_at FROM heartbeat_schedule WHERE enabled = 1"
+                       " ORDER BY next_run_at IS NOT NULL, next_run_at LIMIT 1")  # no time yet: due at the next pass
+    ran = db.query_one("SELECT task_name, last_run_at, last_result FROM heartbeat_schedule WHERE last_run_at IS NOT NULL"
+                       " ORDER BY last_run_at DESC LIMIT 1")
+    return {"enabledTasks": enabled, "next": {"task": due[0], "at": due[1]} if due else None,
+            "last": {"task": ran[0], "at": ran[1], "result": ran[2]} if ran else None}
+
+
+def turn_summaries(db: Any, limit: int = RECENT_TURNS) -> list[dict[str, Any]]:
+    """The newest turns, newest first: when, what came in, which tools, the start of what the agent said, and the
+    context it was given."""
+    summaries = []
+    for turn in reversed(recent_turns(db, limit)):
+        said = " ".join(turn.thinking.split())
+        context = turn.token_usage.get("context")
+        summaries.append({"at": turn.timestamp, "input": turn.input_source, "tools": [c.name for c in turn.tool_calls],
+                          "said": said if len(said) <= SAID_CHARS else said[: SAID_CHARS - 1] + "…",
+                          "context": context if isinstance(context, dict) else None})
+    return summaries
 
 
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
@@ -46,6 +72,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
         approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
+        heartbeat = heartbeat_summary(db)
+        recent = turn_summaries(db)
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
@@ -69,6 +97,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "relayDropped": {k: v for k, v in relay_dropped.items() if isinstance(v, int)},
         "turns": turns,
         "lastTurnAt": last_turn,
+        "recentTurns": recent,
+        "heartbeat": heartbeat,
         "model": config["inferenceModel"],
         "version": __version__,
         "home": str(home.root),
