@@ -36,6 +36,7 @@ COMMANDS = {
     "wallet": "automaton_min.cli.wallet_cmd",
     "provision": "automaton_min.cli.provision_cmd",
     "topup": "automaton_min.cli.topup_cmd",
+    "fund": "automaton_min.cli.fund_cmd",
     "run": "automaton_min.cli.run_cmd",
     "wake": "automaton_min.cli.wake_cmd",
     "heartbeat": "automaton_min.cli.heartbeat_cmd",
