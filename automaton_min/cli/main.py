@@ -41,6 +41,7 @@ COMMANDS = {
     "wake": "automaton_min.cli.wake_cmd",
     "heartbeat": "automaton_min.cli.heartbeat_cmd",
     "send": "automaton_min.cli.send_cmd",
+    "service": "automaton_min.cli.service_cmd",
 }
 
 

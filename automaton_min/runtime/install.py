@@ -1,0 +1,457 @@
+"""Installing the agent as a systemd service: the unit, the system user, and the home moved into the state directory.
+
+``plan_install`` checks everything first (root, the unit not there yet, a home that is set up and not running, an
+empty state directory, a binary the service can see) and returns the steps; ``apply`` runs them one by one. Nothing
+changes before every check has passed, and a dry run prints the same steps without running them.
+
+The unit is ``UNIT_TEMPLATE`` (the text of ``systemd/automaton-min.service``, which a test keeps equal) with the
+binary's path in ``ExecStart=``. ``root`` prefixes every system path (the unit directory, the state directory, and
+``/etc/passwd`` through ``useradd --prefix``) so tests can install into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from automaton_min.errors import UserError
+from automaton_min.fileio import atomic_write
+
+SERVICE = "automaton-min"
+USER = "automaton"
+STATE_DIR = "/var/lib/automaton"
+UNIT_DIR = "/etc/systemd/system"
+DEFAULT_BINARY = "/usr/local/bin/automaton-min"
+# Trees the unit hides from the service (ProtectHome=, PrivateTmp=): a binary there cannot be started.
+HIDDEN_TREES = ("/home", "/root", "/run/user", "/tmp", "/var/tmp")
+# Config keys holding paths: "~/.automaton/..." and relative paths follow the home when it moves, others do not.
+PATH_KEYS = ("dbPath", "heartbeatConfigPath", "skillsDir")
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+@:/-]+")
+
+START_COMMANDS = f"systemctl daemon-reload && systemctl enable --now {SERVICE}"
+STOP_COMMANDS = f"systemctl stop {SERVICE} && systemctl daemon-reload"
+OWNER_COMMAND = f"sudo -u {USER} automaton-min --home {STATE_DIR}"
+
+UNIT_TEMPLATE = """\
+# automaton-min as a hardened system service. `automaton-min service install` writes this file to
+# /etc/systemd/system/ with the path of its own binary in ExecStart=. With systemd 252, `systemd-analyze verify`
+# passes and `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks both).
+[Unit]
+Description=automaton-min, a self-funding AI agent
+Wants=network-online.target
+After=network-online.target
+# Restarted on failure at most 5 times in 10 minutes; then it stays failed until the owner looks.
+StartLimitIntervalSec=10min
+StartLimitBurst=5
+
+[Service]
+# READY=1, STATUS=, WATCHDOG=1 and STOPPING=1 come from the Python process, which in the one-file binary is a child
+# of the bootloader process that systemd started: hence NotifyAccess=all.
+Type=notify
+NotifyAccess=all
+ExecStart=/usr/local/bin/automaton-min --home /var/lib/automaton run
+User=automaton
+Group=automaton
+# The agent's home is the state directory /var/lib/automaton (also the user's home), owned by that user, 0700.
+StateDirectory=automaton
+StateDirectoryMode=0700
+WorkingDirectory=/var/lib/automaton
+# TMPDIR on tmpfs: the one-file binary unpacks itself there (not on the SD card), and the confined commands'
+# private temp dir lives there too. Removed, with anything left in it, whenever the service stops.
+RuntimeDirectory=automaton
+RuntimeDirectoryMode=0700
+Environment=TMPDIR=/run/automaton
+# initramfs-tools mounts /run noexec (Debian 12, Raspberry Pi OS): the one-file binary maps the libraries it
+# unpacked from here, so this one directory is executable.
+ExecPaths=/run/automaton
+# Start-up (database check, reconciling payments and the bootstrap top-up within 60 s) ends with READY=1.
+TimeoutStartSec=3min
+# runtime/sdnotify.py pings every half $WATCHDOG_USEC while the agent loop and the heartbeat have shown progress
+# within the whole interval. The loop shows it before each model call (up to 120 s) and each tool call, and one
+# command may run 600 s (exec's largest timeout) + 15 s: 15 minutes is the longest silence that is not a hang.
+WatchdogSec=15min
+# systemd puts the bootloader's pid in $WATCHDOG_PID, and sdnotify.py (like sd_watchdog_enabled) then ignores
+# $WATCHDOG_USEC in the Python child: unset, the watchdog works in both the one-file binary and a plain install.
+UnsetEnvironment=WATCHDOG_PID
+Restart=on-failure
+RestartSec=15s
+# Exit 2 is a configuration or usage error (a broken automaton.json, another run on this home): restarting will
+# not fix it.
+RestartPreventExitStatus=2
+# SIGTERM to the main process only: the bootloader forwards it to its Python child, which would otherwise get it
+# twice (a second SIGTERM means "exit now"). The turn under way gets shutdownGraceSeconds (default 30 s), then the
+# scheduler stops (10 s at most) and the WAL is checkpointed: 60 s before SIGKILL. Raise it with a larger grace.
+KillMode=mixed
+KillSignal=SIGTERM
+TimeoutStopSec=60s
+# Memory: the one-file extraction, about 20 MB on tmpfs, is charged to this unit, plus the daemon at its peak near
+# 70 MB (32 MB, and 37 MB more once the exact tokenizer is loaded) and the confined spawner's 17 MB: about 110 MB.
+# MemoryMax=320M includes the 20 MB extraction and leaves some 210 MB for the agent's commands and the page cache;
+# MemoryHigh= makes the kernel reclaim before that.
+MemoryHigh=256M
+MemoryMax=320M
+# A command that runs out of memory is killed, not the whole service.
+OOMPolicy=continue
+TasksMax=512
+UMask=0077
+
+# Hardening, as tight as the agent's needs allow: it runs shell commands in <home>/workspace and needs the network.
+NoNewPrivileges=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+ProtectSystem=strict
+ReadWritePaths=/var/lib/automaton
+# Landlock keeps commands from reading the wallet but does not govern chmod; on a read-only mount chmod fails too.
+ReadOnlyPaths=-/var/lib/automaton/wallet.json
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateMounts=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+# Without AF_NETLINK name resolution still works; `ip addr` in a command does not.
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+# The network stays open but for link-local addresses: a cloud VM's metadata service (169.254.169.254) included.
+IPAddressDeny=169.254.0.0/16 fe80::/10
+# No namespaces: under this unit the agent's commands are confined by Landlock ("landlock (ABI n, ...)" in the
+# journal's start banner), without the user+mount namespace that also hides the home elsewhere (it needs @mount).
+RestrictNamespaces=yes
+LockPersonality=yes
+# CPython without a JIT never maps writable and executable memory; JIT runtimes in commands (node, java) cannot run.
+MemoryDenyWriteExecute=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+RemoveIPC=yes
+SystemCallArchitectures=native
+# systemd 252's @system-service lacks Landlock's three calls (they are only in @known): allowed explicitly.
+SystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self
+# A call outside the list fails with EPERM instead of killing the process.
+SystemCallErrorNumber=EPERM
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def render_unit(binary: str) -> str:
+    """The unit with ``binary`` in ``ExecStart=``."""
+    return UNIT_TEMPLATE.replace(f"ExecStart={DEFAULT_BINARY} ", f"ExecStart={binary} ", 1)
+
+
+def system_path(root: Path, path: str) -> Path:
+    """``path`` (absolute) under ``root``."""
+    return Path(root) / path.lstrip("/")
+
+
+def unit_path(root: Path) -> Path:
+    return system_path(root, f"{UNIT_DIR}/{SERVICE}.service")
+
+
+# ---------------------------------------------------------------------------------------------- the binary
+
+
+def detect_binary() -> str | None:
+    """This binary when frozen (PyInstaller), else ``automaton-min`` on PATH or beside this interpreter."""
+    if getattr(sys, "frozen", False):
+        return os.path.abspath(sys.executable)
+    found = shutil.which("automaton-min")
+    if found:
+        return os.path.abspath(found)
+    beside = Path(sys.executable).parent / "automaton-min"  # a virtualenv that is not activated
+    return str(beside.absolute()) if os.access(beside, os.X_OK) else None
+
+
+def _hidden(path: str) -> str | None:
+    """The tree of ``HIDDEN_TREES`` that holds ``path``, if any."""
+    return next((tree for tree in HIDDEN_TREES if path == tree or path.startswith(tree + "/")), None)
+
+
+def visibility_problem(binary: str) -> str | None:
+    """Why the service could not start ``binary`` (it, its target, or a script's interpreter lies in a hidden tree)."""
+    paths = [binary, os.path.realpath(binary)]
+    try:
+        with open(binary, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and first[2:].split():
+        interpreter = first[2:].split()[0].decode("utf-8", "replace")
+        paths += [interpreter, os.path.realpath(interpreter)]
+    for path in paths:
+        tree = _hidden(path)
+        if tree:
+            return f"the service cannot see {path}: the unit hides {tree} (ProtectHome=, PrivateTmp=)"
+    return None
+
+
+COPY_FIX = (f"put a one-file binary at {DEFAULT_BINARY} (sudo install -m 0755 <binary> {DEFAULT_BINARY}) and pass "
+            f"--binary {DEFAULT_BINARY}")
+
+
+def check_binary(binary: str | None, *, strict: bool = True) -> tuple[str, str | None]:
+    """``binary`` if the unit can hold it, and what keeps the service from seeing it (an error when ``strict``)."""
+    if not binary:
+        raise UserError(f"cannot find the automaton-min executable; {COPY_FIX}")
+    if not os.path.isabs(binary) or not _PLAIN_PATH.fullmatch(binary):
+        raise UserError(f"the binary path {binary!r} is not a plain absolute path the unit can hold; {COPY_FIX}")
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        raise UserError(f"{binary} is not an executable file; {COPY_FIX}")
+    problem = visibility_problem(binary)
+    if problem and strict:
+        raise UserError(f"{problem}; {COPY_FIX}")
+    return binary, problem
+
+
+# ---------------------------------------------------------------------------------------------- users
+
+
+def _entries(root: Path, name: str) -> list[list[str]]:
+    path = system_path(root, f"/etc/{name}")
+    try:
+        return [line.split(":") for line in path.read_text(encoding="utf-8").splitlines() if line.count(":") >= 2]
+    except FileNotFoundError:
+        return []
+
+
+def lookup_user(name: str, root: Path) -> tuple[int, int] | None:
+    """(uid, gid) of ``name``: through NSS for the real system, from ``<root>/etc/passwd`` otherwise."""
+    if Path(root) == Path("/"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            return None
+        return entry.pw_uid, entry.pw_gid
+    for fields in _entries(root, "passwd"):
+        if fields[0] == name and len(fields) >= 4:
+            return int(fields[2]), int(fields[3])
+    return None
+
+
+def group_exists(name: str, root: Path) -> bool:
+    if Path(root) == Path("/"):
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            return False
+        return True
+    return any(fields[0] == name for fields in _entries(root, "group"))
+
+
+def nologin_shell() -> str:
+    for shell in ("/usr/sbin/nologin", "/sbin/nologin"):
+        if os.path.exists(shell):
+            return shell
+    return "/bin/false"
+
+
+def useradd_argv(root: Path) -> list[str]:
+    """``useradd`` for the service's user: a system user, its home the state directory (not created), no login."""
+    argv = ["useradd", "--system", "--home-dir", STATE_DIR, "--no-create-home", "--shell", nologin_shell(),
+            "--comment", "automaton-min agent"]
+    argv += ["--gid", USER] if group_exists(USER, root) else ["--user-group"]
+    if Path(root) != Path("/"):
+        argv += ["--prefix", str(root)]
+    return [*argv, USER]
+
+
+def _useradd(argv: list[str]) -> None:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise UserError(f"useradd is missing; create the system user {USER} yourself (home {STATE_DIR}, "
+                        f"no login shell), then install again") from None
+    if result.returncode != 0:
+        why = " ".join((result.stderr or result.stdout).split()) or f"exit {result.returncode}"
+        raise UserError(f"useradd failed: {why}; create the system user {USER} yourself, then install again")
+
+
+def chown_tree(top: Path, uid: int, gid: int) -> None:
+    """``top`` and everything in it owned by ``uid:gid`` (symbolic links themselves, never their targets)."""
+    os.lchown(top, uid, gid)
+    for directory, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(directory, name), uid, gid)
+
+
+# ---------------------------------------------------------------------------------------------- plans
+
+
+@dataclass
+class Step:
+    """One action: what it is, on what, and the function doing it."""
+
+    what: str
+    detail: str
+    run: Callable[[], None]
+
+
+@dataclass
+class Plan:
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _config_notes(source: Path) -> list[str]:
+    """Paths in automaton.json that do not move with the home (an absolute ``dbPath``, say)."""
+    try:
+        stored = orjson.loads((source / "automaton.json").read_bytes())
+    except (OSError, ValueError):
+        return []
+    notes = []
+    for key in PATH_KEYS:
+        value = stored.get(key) if isinstance(stored, dict) else None
+        if isinstance(value, str) and (os.path.isabs(value) or (value.startswith("~")
+                                                                 and not value.startswith("~/.automaton/"))):
+            notes.append(f"automaton.json's {key} is {value}, which does not move with the home; set it inside "
+                         f"the home: {OWNER_COMMAND} config set {key} '~/.automaton/{Path(value).name}'")
+    return notes
+
+
+def _state_dir_problem(state: Path, source: Path) -> str | None:
+    if state == source:
+        return None
+    if source in state.parents or state in source.parents:
+        return f"the home {source} and the state directory {state} overlap; pass --home with another home"
+    if state.is_symlink() or (state.exists() and not state.is_dir()):
+        return f"{state} exists and is not a directory; remove it, then install again"
+    if state.is_dir() and any(state.iterdir()):
+        return (f"{state} is not empty (it may hold another agent's wallet); move it aside, or pass --home {state} "
+                f"to install the home already there")
+    return None
+
+
+def plan_install(source: Path, *, root: Path = Path("/"), copy: bool = False, binary: str | None = None,
+                 manage_user: bool = True, dry_run: bool = False) -> Plan:
+    """Check everything and return the steps of ``service install``; raises ``UserError`` on the first problem."""
+    from automaton_min.home import Home
+    from automaton_min.runtime.run_lock import run_holder
+
+    root = Path(root)
+    if root == Path("/") and not is_root() and not dry_run:
+        raise UserError("service install needs root (it creates a user and writes to /etc/systemd/system); "
+                        "run: sudo automaton-min service install")
+    # Under another root the binary's path names a file of this system, not of that one: a problem is a note.
+    binary, unseen = check_binary(binary or detect_binary(), strict=root == Path("/"))
+    unit = unit_path(root)
+    if unit.exists():
+        raise UserError(f"{unit} exists already; run: automaton-min service uninstall (the state directory is "
+                        f"kept), then install again")
+    if not source.is_dir():
+        raise UserError(f"no automaton home at {source}; run: automaton-min setup, or pass --home with the home "
+                        f"to install")
+    source = Path(os.path.realpath(source))
+    if not (source / "automaton.json").exists():
+        raise UserError(f"{source} is not set up (no automaton.json); run: automaton-min setup")
+    running, pid = run_holder(Home(source))
+    if running:
+        raise UserError(f"an agent is running on {source} (pid {pid or '?'}); stop it first, then install again")
+    state = Path(os.path.realpath(system_path(root, STATE_DIR)))
+    problem = _state_dir_problem(state, source)
+    if problem:
+        raise UserError(problem)
+
+    plan = Plan(notes=_config_notes(source) + ([unseen] if unseen else []))
+    user = lookup_user(USER, root)
+    # A dry run on the real system shows what root would do, whoever runs it.
+    do_user = manage_user and (is_root() or (dry_run and root == Path("/")))
+    if not do_user:
+        why = "not root" if manage_user else "--no-user"
+        plan.notes.append(f"{why}: the system user {USER} is not created and nothing is chowned")
+    elif user is None:
+        argv = useradd_argv(root)
+        plan.steps.append(Step("create user", f"{USER}: {shlex.join(argv)}", lambda: _useradd(argv)))
+    else:
+        plan.notes.append(f"the user {USER} exists (uid {user[0]}); it is used as it is")
+
+    if state == source:
+        plan.notes.append(f"the home is {state} already: nothing to move")
+    elif copy:
+        plan.steps.append(Step("copy home", f"{source} -> {state} (the original stays)",
+                               lambda: _copy_home(source, state)))
+    else:
+        plan.steps.append(Step("move home", f"{source} -> {state}", lambda: _move_home(source, state)))
+
+    wallet = "wallet.json 0600, " if (source / "wallet.json").exists() else ""
+    owner = f"owned by {USER}:{USER}, " if do_user else ""
+    plan.steps.append(Step("protect", f"{state}: {owner}{wallet}the directory 0700",
+                           lambda: _protect(state, root, do_user)))
+    text = render_unit(binary)
+    plan.steps.append(Step("write unit", f"{unit} (ExecStart={binary} --home {STATE_DIR} run)",
+                           lambda: _write_unit(unit, text)))
+    return plan
+
+
+def _move_home(source: Path, state: Path) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
+    if state.is_dir():
+        state.rmdir()  # empty (checked): the home takes its place
+    shutil.move(str(source), str(state))  # a rename, or a copy and delete across file systems
+
+
+def _copy_home(source: Path, state: Path) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
+    if state.is_dir():
+        state.rmdir()
+    shutil.copytree(source, state, symlinks=True)
+
+
+def _protect(state: Path, root: Path, do_user: bool) -> None:
+    os.chmod(state, 0o700)
+    wallet = state / "wallet.json"
+    if wallet.exists() and not wallet.is_symlink():
+        os.chmod(wallet, 0o600)
+    if do_user:
+        user = lookup_user(USER, root)
+        if user is None:
+            raise UserError(f"the user {USER} does not exist after useradd; create it, then install again")
+        chown_tree(state, *user)
+
+
+def _write_unit(unit: Path, text: str) -> None:
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(unit, text.encode("utf-8"), 0o644)
+
+
+def plan_uninstall(*, root: Path = Path("/"), dry_run: bool = False) -> Plan:
+    """The steps of ``service uninstall``: the unit file and its enablement links; the state directory stays."""
+    root = Path(root)
+    if root == Path("/") and not is_root() and not dry_run:
+        raise UserError("service uninstall needs root (it removes a file in /etc/systemd/system); "
+                        "run: sudo automaton-min service uninstall")
+    unit = unit_path(root)
+    if not unit.exists() and not unit.is_symlink():
+        raise UserError(f"no unit at {unit}: automaton-min is not installed as a service")
+    # What `systemctl disable` would remove (a link into another root dangles: glob would not see it).
+    links = sorted(link for wants in unit.parent.glob("*.wants") if (link := wants / unit.name).is_symlink())
+    plan = Plan()
+    for link in links:
+        plan.steps.append(Step("remove link", str(link), link.unlink))
+    plan.steps.append(Step("remove unit", str(unit), unit.unlink))
+    return plan
+
+
+def apply(plan: Plan, announce: Callable[[Step], None] = lambda step: None) -> None:
+    """Run the steps in order, announcing each after it is done."""
+    for step in plan.steps:
+        step.run()
+        announce(step)
