@@ -95,9 +95,9 @@ RestartPreventExitStatus=2
 KillMode=mixed
 KillSignal=SIGTERM
 TimeoutStopSec=60s
-# Memory: the one-file extraction, about 20 MB on tmpfs, is charged to this unit, plus the daemon at its peak near
-# 70 MB (32 MB, and 37 MB more once the exact tokenizer is loaded) and the confined spawner's 17 MB: about 110 MB.
-# MemoryMax=320M includes the 20 MB extraction and leaves some 210 MB for the agent's commands and the page cache;
+# Memory: the one-file extraction, about 33 MB on tmpfs, is charged to this unit, plus the daemon at its peak near
+# 70 MB (32 MB, and 37 MB more once the exact tokenizer is loaded) and the confined spawner's 17 MB: about 120 MB.
+# MemoryMax=320M includes the 33 MB extraction and leaves some 200 MB for the agent's commands and the page cache;
 # MemoryHigh= makes the kernel reclaim before that.
 MemoryHigh=256M
 MemoryMax=320M
