@@ -119,3 +119,36 @@ def test_the_signed_message_is_bound_to_the_issued_nonce_and_wallet(home: Home, 
     assert fields["address"] == wallet.address
     assert fields["nonce"] in conway.used
     assert fields["issued_at"] == "2026-11-22T10:15:30.250Z"
+
+
+def test_provision_reports_each_step_to_the_progress_line_and_only_on_a_terminal(home: Home, clock, conway: ConwayAuth,
+                                                                                 monkeypatch, capsys) -> None:
+    from automaton_min.cli.common import terminal_progress
+
+    home.ensure()
+    wallet = create_wallet(home.wallet_path, clock)
+    said: list[str] = []
+    provision(home, wallet, conway.server.url, clock, progress=said.append)
+    assert said == ["step 1 of 3: get a sign-in nonce ...", "step 2 of 3: verify the signed message ...",
+                    "step 3 of 3: create an API key ..."]
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    terminal_progress(False)("hidden off a terminal")
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    terminal_progress(True)("hidden with --json")
+    terminal_progress(False)("shown")
+    assert capsys.readouterr().err == "shown\n"
+
+
+def test_a_topup_reports_its_slow_steps_and_stops_before_paying_without_the_usdc(home: Home, db, clock) -> None:
+    import pytest
+
+    from automaton_min.conway.topup import topup
+    from automaton_min.treasury.guard import PaymentRefused
+    from automaton_min.treasury.payer import Payer
+
+    home.ensure()
+    payer = Payer(db, create_wallet(home.wallet_path, clock), balance_of=lambda address: 1_000_000, now=clock)
+    said: list[str] = []
+    with pytest.raises(PaymentRefused, match="less than the \\$5 top-up"):
+        topup(payer, "http://127.0.0.1:9", 5, progress=said.append)
+    assert said == ["reading the wallet's USDC balance ..."]  # nothing was paid: no paying line

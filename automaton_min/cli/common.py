@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,14 @@ def load_config_for(ctx: click.Context) -> Config:
 def emit_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout."""
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+
+
+def terminal_progress(as_json: bool) -> Callable[[str], None]:
+    """Where a slow command says what it is doing: stderr when that is a terminal and the output is not JSON."""
+    def show(text: str) -> None:
+        if not as_json and sys.stderr.isatty():
+            click.echo(text, err=True)
+    return show
 
 
 def emit_rows(rows: list[tuple[str, Any]]) -> None:

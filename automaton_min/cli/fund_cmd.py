@@ -38,7 +38,7 @@ from typing import Any
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for
+from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for, terminal_progress
 from automaton_min.errors import RuntimeFailure, UserError
 
 MAX_CENTS = 10**9  # the transfer_credits tool's own maximum
@@ -91,11 +91,6 @@ def _check_address(to: str, own: str | None) -> str:
     if own and to.lower() == own.lower():
         raise UserError(f"--to: {to} is this agent's own address")
     return to
-
-
-def _progress(text: str, as_json: bool) -> None:
-    if not as_json and sys.stderr.isatty():
-        click.echo(text, err=True)
 
 
 @click.command("fund")
@@ -151,7 +146,7 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
 
     with open_database(db_path(home, config)) as db:
         conway = ConwayClient(api_url, api_key, db=db)
-        _progress(f"reading the credit balance from {api_url} ...", as_json)
+        terminal_progress(as_json)(f"reading the credit balance from {api_url} ...")
         balance, unknown = _balance(conway)
         engine = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=home.root / "workspace",
                               balance_cents=lambda: balance)
@@ -169,7 +164,7 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
             after = f"; the balance goes from {_dollars(balance)} to {_dollars(balance - cents)}" if balance is not None else ""
             if not click.confirm(f"Send {_dollars(cents)} of credits to {to}{after}?", default=False, err=True):
                 raise UserError("not confirmed; nothing was sent")
-        _progress(f"sending {_dollars(cents)} to {to} ...", as_json)
+        terminal_progress(as_json)(f"sending {_dollars(cents)} to {to} ...")
         try:
             result = transfer_credits(db, conway, policy, to_address=to, amount_cents=cents, note=note,
                                       transfers_this_turn=0, balance_cents=balance, spend=SpendTracker(db, system_now))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automaton_min.cli.common import emit_json, home_of, json_errors
+from automaton_min.cli.common import emit_json, home_of, json_errors, terminal_progress
 from automaton_min.config import load_config
 from automaton_min.runtime.money import provision_key
 
@@ -18,5 +18,5 @@ def command(ctx: click.Context, api_url: str | None, as_json: bool) -> None:
     home = home_of(ctx)
     with json_errors(as_json):
         config = load_config(home) if home.config_path.exists() else None
-        result = provision_key(home, config, api_url)
+        result = provision_key(home, config, api_url, progress=terminal_progress(as_json))
     emit_json({"walletAddress": result.wallet_address, "keyPrefix": result.key_prefix, "saved": str(result.saved_to)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for
+from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for, terminal_progress
 from automaton_min.conway.topup import TOPUP_TIERS_USD
 from automaton_min.runtime.money import buy_credits
 
@@ -16,7 +16,7 @@ from automaton_min.runtime.money import buy_credits
 def command(ctx: click.Context, usd: str, as_json: bool) -> None:
     """Buy USD dollars of credits (one of 5, 25, 100, 500, 1000, 2500), paid in USDC from the wallet."""
     with json_errors(as_json):
-        result = buy_credits(home_of(ctx), load_config_for(ctx), int(usd))
+        result = buy_credits(home_of(ctx), load_config_for(ctx), int(usd), progress=terminal_progress(as_json))
     if as_json:
         emit_json({"usd": result.usd, "creditsCentsAdded": result.credits_cents_added, "intent": result.intent_id, "transaction": result.tx_hash})
         return

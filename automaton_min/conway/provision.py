@@ -41,8 +41,11 @@ class ProvisionResult:
     saved_to: Path
 
 
-def _step(number: int, title: str, call: Callable[[], Response]) -> dict[str, Any]:
+def _step(number: int, title: str, call: Callable[[], Response],
+          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     what = f"provisioning step {number} of 3 ({title})"
+    if progress is not None:
+        progress(f"step {number} of 3: {title} ...")
     try:
         body = expect_ok(call(), what).json()
     except (HttpError, NetworkError) as exc:
@@ -60,10 +63,11 @@ def _field(body: dict[str, Any], name: str, number: int, title: str) -> str:
     return value
 
 
-def provision(home: Home, wallet: Wallet, api_url: str, now: Clock = system_now, timeout: float = 30.0) -> ProvisionResult:
-    """Sign in to Conway with ``wallet`` and save a new API key in the home."""
+def provision(home: Home, wallet: Wallet, api_url: str, now: Clock = system_now, timeout: float = 30.0, *,
+              progress: Callable[[str], None] | None = None) -> ProvisionResult:
+    """Sign in to Conway with ``wallet`` and save a new API key in the home; ``progress`` hears of each step."""
     base = api_url.rstrip("/")
-    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout))
+    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout), progress)
     nonce = _field(nonce_body, "nonce", 1, "get a sign-in nonce")
     try:
         message = SiweMessage(
@@ -80,13 +84,13 @@ def provision(home: Home, wallet: Wallet, api_url: str, now: Clock = system_now,
 
     signature = sign_personal_message(wallet, message)
     verified = _step(2, "verify the signed message", lambda: request(
-        "POST", f"{base}/v1/auth/verify", json={"message": message, "signature": signature}, timeout=timeout))
+        "POST", f"{base}/v1/auth/verify", json={"message": message, "signature": signature}, timeout=timeout), progress)
     token = _field(verified, "access_token", 2, "verify the signed message")
     register_secret(token)
 
     created = _step(3, "create an API key", lambda: request(
         "POST", f"{base}/v1/auth/api-keys", json={"name": API_KEY_NAME},
-        headers={"Authorization": f"Bearer {token}"}, timeout=timeout))
+        headers={"Authorization": f"Bearer {token}"}, timeout=timeout), progress)
     key = _field(created, "key", 3, "create an API key")
     register_secret(key)
     prefix = created.get("key_prefix") if isinstance(created.get("key_prefix"), str) else key[:8]

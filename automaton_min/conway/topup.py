@@ -7,7 +7,7 @@ and a settled top-up is recorded in ``transactions``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from automaton_min.chain.usdc import ATOMIC_PER_USDC, BASE, Network, format_usdc
 from automaton_min.clock import to_iso
@@ -42,15 +42,19 @@ class TopupResult:
     tx_hash: str | None
 
 
-def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE) -> TopupResult:
-    """Buy ``usd`` dollars of credits for the payer's own address."""
+def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE, *,
+          progress: Callable[[str], None] | None = None) -> TopupResult:
+    """Buy ``usd`` dollars of credits for the payer's own address; ``progress`` hears of each slow step."""
+    say = progress or (lambda _text: None)
     if usd not in TOPUP_TIERS_USD:
         raise UserError(f"top-up amount ${usd} is not a tier; choose one of {', '.join(f'${t}' for t in TOPUP_TIERS_USD)}")
     amount = usd * ATOMIC_PER_USDC
+    say("reading the wallet's USDC balance ...")
     balance = payer.balance_of(payer.wallet.address) if payer.balance_of is not None else None
     if balance is not None and balance < amount:
         raise PaymentRefused("balance", f"the wallet holds {format_usdc(balance)} USDC, less than the ${usd} top-up")
     url = f"{api_url.rstrip('/')}/pay/{usd}/{payer.wallet.address}"
+    say(f"paying ${usd} in USDC to {url} and waiting for settlement ...")
     allowance = Allowance(max_amount=amount, asset=network.usdc, network=network.caip2, exact_amount=True)
     paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup", balance=balance)
     if not paid.response.ok:

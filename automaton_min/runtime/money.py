@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from automaton_min.chain.rpc import RpcError
 from automaton_min.chain.usdc import BASE, Network, format_usdc, usdc_balance
@@ -54,17 +54,18 @@ def wallet_report(home: Home, config: Config | None, network: Network = BASE) ->
     return {"address": wallet.address, "network": network.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance, "rpcUrl": url}
 
 
-def provision_key(home: Home, config: Config | None, api_url: str | None) -> ProvisionResult:
+def provision_key(home: Home, config: Config | None, api_url: str | None, *,
+                  progress: Callable[[str], None] | None = None) -> ProvisionResult:
     """Sign in to Conway and save an API key; the wallet is created first if there is none."""
     wallet, _ = init_home(home)
     url = api_url or os.environ.get("CONWAY_API_URL") or (config.get("conwayApiUrl") if config else None) or DEFAULTS["conwayApiUrl"]
     try:
-        return provision(home, wallet, url)
+        return provision(home, wallet, url, progress=progress)
     except ProvisionError as exc:
         raise ServiceError(str(exc), _conway_fix(url, flag=True)) from None
 
 
-def buy_credits(home: Home, config: Config, usd: int) -> TopupResult:
+def buy_credits(home: Home, config: Config, usd: int, *, progress: Callable[[str], None] | None = None) -> TopupResult:
     """Top up ``usd`` dollars of Conway credits with the wallet's USDC."""
     wallet = load_wallet(home.wallet_path)
     url = rpc_url(config)
@@ -72,7 +73,7 @@ def buy_credits(home: Home, config: Config, usd: int) -> TopupResult:
         payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(url, address, BASE),
                       **payer_options(config["treasuryPolicy"]))
         try:
-            return topup(payer, config["conwayApiUrl"], usd)
+            return topup(payer, config["conwayApiUrl"], usd, progress=progress)
         except RpcError as exc:
             raise ServiceError(str(exc), _rpc_fix(url)) from None
         except (NetworkError, HttpError) as exc:
