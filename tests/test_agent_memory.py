@@ -137,6 +137,7 @@ def test_fifty_turns_fit_a_4096_token_window_and_old_turns_are_folded(agent_for,
     assert brain.refused == 0 and brain.largest <= 4096
     assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls WHERE error IS NOT NULL") == 0
     assert brain.summaries >= 1 and folded_through(agent.db) is not None
+    assert brain.summaries <= 10  # folds wait for 6 turns to go: not a model call every other turn
     assert agent.db.scalar("SELECT COUNT(*) FROM inference_costs WHERE task_type = 'summarization'") == brain.summaries
     assert any(m["content"].startswith("[summary of earlier turns]") for m in brain.turn_bodies[-1]["messages"])
     figures = orjson.loads(agent.db.scalar("SELECT token_usage FROM turns ORDER BY timestamp DESC, id DESC LIMIT 1"))

@@ -6,7 +6,9 @@ pending input, else the last thing the agent said).
 
 When the assembly recommends ``compress``, the oldest turns are folded into the summary by a summarization call
 through the router (task type ``summarization``; its cost is recorded under the turn), keeping the newest turns
-that fill about half of the room for history (at least 3), and the context is assembled again. On ``emergency``,
+that fill about half of the room for history (at least 3), and the context is assembled again. A fold waits until
+at least ``MIN_FOLD`` turns would go (meanwhile they show as compact references): in a small window, where the
+last three turns fill the room, folding at every turn would cost a model call a turn for nothing. On ``emergency``,
 every turn but the last is folded with no model call. A fold whose model call fails or is not allowed falls back to
 compact references, so compression never fails a turn. Unfolded turns older than the loaded ones are passed by
 the marker without a transcript (they stay in ``turns`` and in episodic memory).
@@ -23,7 +25,7 @@ from automaton_min.agent.context import (RECENT_ALWAYS, AssembledContext, Contex
                                          turn_messages)
 from automaton_min.clock import Clock
 from automaton_min.errors import RuntimeFailure
-from automaton_min.inference.router import BudgetDenied, Route, Router, worst_case_tokens
+from automaton_min.inference.router import BudgetDenied, Route, Router, tools_text, worst_case_tokens
 from automaton_min.inference.types import Message, ToolSchema
 from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_through, wake_reference
 from automaton_min.memory.common import AGENT_SESSION
@@ -40,7 +42,7 @@ log = get_logger(__name__)
 
 LOADED_TURNS = 40
 KEEP_SHARE = 0.5
-MIN_FOLD = 2
+MIN_FOLD = 6  # turns: fewer are shown as compact references until there are enough to be worth a model call
 MAX_GOALS, GOAL_CHARS = 10, 300
 QUERY_THOUGHT_CHARS = 500
 SUMMARY_MAX_TOKENS = 600
@@ -159,6 +161,7 @@ class TurnContextBuilder:
               keep_at_least: int) -> FoldResult | None:
         turns = list(parts.turns)
         fixed = worst_case_tokens(estimate_tokens(parts.system) + estimate_tokens(parts.status)
+                                  + estimate_tokens(tools_text(parts.tools))
                                   + (estimate_tokens(parts.pending.content) if parts.pending else 0))
         room = max(route.context_budget - fixed, 0) * KEEP_SHARE
         keep, used = 0, 0
