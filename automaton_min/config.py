@@ -161,7 +161,7 @@ def _timezone(value: Any) -> str | None:
 
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
         return "expected an IANA time zone name this system knows, such as Europe/Berlin, or UTC"
     return None
 
