@@ -54,7 +54,7 @@ _MODEL_FIX = {
 def _error_object(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body.decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
         return {}
     if not isinstance(data, dict):
         return {}

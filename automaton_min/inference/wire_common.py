@@ -69,7 +69,7 @@ def error_detail(body: bytes, secrets: Iterable[str | None] = ()) -> str:
     text = redact(body.decode("utf-8", "replace"), secrets)
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the stack
         data = None
     if isinstance(data, dict):
         error = data.get("error")
@@ -140,12 +140,14 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
         return {}, value, None
     try:
         parsed = json.loads(value)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, value, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except (ValueError, RecursionError) as exc:  # a number past the digit limit, nesting past the stack
+        return {}, value, f"tool arguments are not usable JSON ({type(exc).__name__})"
     if isinstance(parsed, str):
         try:
             inner = json.loads(parsed)
-        except ValueError:
+        except (ValueError, RecursionError):
             inner = None
         if isinstance(inner, dict):
             return inner, value, None
