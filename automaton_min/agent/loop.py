@@ -34,6 +34,7 @@ from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
+from automaton_min.runtime.crashpoint import crash_point
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
 
@@ -294,8 +295,10 @@ class AgentLoop:
 
     def _persist(self, turn: StoredTurn, claimed: list[str]) -> None:
         """The turn, its tool calls and the inbox acknowledgements: all or nothing."""
+        crash_point("before_turn_commit")
         with self.db.transaction():
             insert_turn(self.db, turn)
             if claimed:
                 self.hooks.ack_inbox(claimed, self.now())
+        crash_point("turn_committed")
 

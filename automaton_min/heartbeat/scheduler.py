@@ -356,11 +356,13 @@ class Scheduler:
 
     def _work(self, run: _Run, function: TaskFunction) -> None:
         """The worker thread: its own connection, the task, and the lease released when it really ends."""
+        from automaton_min.runtime.crashpoint import crash_point
         from automaton_min.store.db import open_database
 
         db = None
         try:
             db = open_database(self.db_path, now=self.now, quick_check=False)
+            crash_point("heartbeat_task")
             result = function(self.context_factory(db, run.stop))
             run.result = result if isinstance(result, TaskResult) else TaskResult(str(result or ""))
         except Exception as exc:  # noqa: BLE001 - a task's boundary: its failure is recorded, never fatal

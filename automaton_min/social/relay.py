@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import snippet
+from automaton_min.runtime.crashpoint import crash_point
 from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, sign_poll, sign_send
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class RelayClient:
         if reply_to:
             body["reply_to"] = reply_to
         answer = self._request()("POST", f"{self.url}/v1/messages", json=body, timeout=TIMEOUT_S)
+        crash_point("message_sent")
         data = self._answer(answer, "send")
         if not isinstance(data.get("id"), str) or not data["id"]:
             raise RelayError(f"send: the relay answered without a message id: {snippet(answer.body)}", answer.status)

@@ -31,6 +31,7 @@ from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.errors import AutomatonError
 from automaton_min.net.http import NetworkError, Response, request
 from automaton_min.observe.log import get_logger
+from automaton_min.runtime.crashpoint import crash_point
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
 from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
 from automaton_min.store.kv import get_value, set_value
@@ -159,7 +160,9 @@ class Payer:
             )
             self.spend.record(category, intent.amount_cents, tool_name, recipient=requirement.pay_to,
                               domain=urlsplit(url).hostname, spend_id=intent.id)
+        crash_point("intent_stored")
         signature = sign_authorization(self.wallet, authorization, requirement.token_domain())
+        crash_point("payment_signed")
         name, value = payment_header(required, requirement, authorization, signature)
         log.info("paying", extra={"intent": intent.id, "resource": url, "amount_atomic": requirement.amount,
                                   "payee": requirement.pay_to, "network": requirement.network.caip2})
@@ -169,6 +172,7 @@ class Payer:
         except NetworkError as exc:
             self._undelivered(intent, host, str(exc))
             raise
+        crash_point("payment_answered")
         return self._record_answer(intent, paid, host)
 
     def request_timeout(self, cap: float | None = None) -> float:
