@@ -15,10 +15,11 @@ from automaton_min.runtime.report import short
 from automaton_min.store.db import open_database
 
 FOLLOW_POLL_S = 1.0
+MAX_TAIL = 1_000_000_000  # SQLite takes 64-bit integers; a larger --tail was an OverflowError traceback
 
 
 @click.command("logs")
-@click.option("--tail", "-n", type=click.IntRange(min=0), default=20, show_default=True, help="How many recent turns to show.")
+@click.option("--tail", "-n", type=click.IntRange(min=0, max=MAX_TAIL), default=20, show_default=True, help="How many recent turns to show.")
 @click.option("--follow", "-f", is_flag=True, help="Keep watching and show new turns as they are written (Ctrl-C stops).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per turn (with its tool calls) per line.")
 @click.pass_context
