@@ -55,6 +55,16 @@ class AutomatonGroup(click.Group):
         module = COMMANDS.get(name)
         return importlib.import_module(module).command if module else None
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # An argument that is not UTF-8 (a stray byte on the command line) reaches Python as a lone surrogate,
+        # which fails later wherever it is written (JSON, SQLite, stderr): refuse it here, once, for every command.
+        for position, arg in enumerate(args, start=1):
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raise click.UsageError(f"argument {position} is not valid UTF-8 text", ctx) from None
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
