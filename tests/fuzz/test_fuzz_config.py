@@ -25,7 +25,7 @@ garbage = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                        | st.dictionaries(st.sampled_from(SUBKEYS + ["zz"]) | st.text(max_size=5), inner, max_size=4),
                        max_leaves=12)
 configs = st.dictionaries(st.sampled_from(KEYS), garbage, max_size=6).map(lambda d: {**MINIMAL, **d})
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _dump(value) -> bytes:

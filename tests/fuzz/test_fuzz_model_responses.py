@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import orjson
 import pytest
@@ -17,6 +18,19 @@ from automaton_min.net.http import Response
 from standins.model_servers import OpenAIServer, openai_answer
 
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
+
+
+@pytest.fixture(autouse=True)
+def production_recursion_limit():
+    """The runtime runs with Python's default limit (1000), where json.loads of deep nesting raises RecursionError.
+    py_ecc, imported by test-only dependencies (eth_account), raises the limit to 100000 for the whole session;
+    under it the C JSON scanner overflows the C stack and the process dies (SIGSEGV) before any limit is hit."""
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(saved)
+
+
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 HUGE = "x" * 1_000_000

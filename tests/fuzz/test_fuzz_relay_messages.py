@@ -19,7 +19,7 @@ AGENT_KEY, CREATOR_KEY, STRANGER_KEY = (bytes.fromhex(h * 32) for h in ("11", "2
 AGENT, CREATOR, STRANGER = (Account.from_key(k).address for k in (AGENT_KEY, CREATOR_KEY, STRANGER_KEY))
 WALLETS = {CREATOR: Wallet(CREATOR_KEY), STRANGER: Wallet(STRANGER_KEY)}
 IDS = itertools.count()
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                             HealthCheck.too_slow])
 
 scalars = st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | st.floats() | st.text(max_size=30)
