@@ -100,7 +100,7 @@ def test_results_are_capped(ctx) -> None:
 
 def test_schemas_and_registry_rules() -> None:
     registry = make_registry(lambda c, a: "")
-    assert [s.name for s in registry.schemas()] == ["exec", "echo"] and "exec" in registry
+    assert [s.name for s in registry.specs()] == ["exec", "echo"] and "exec" in registry
     with pytest.raises(ValueError, match="two tools"):
         ToolRegistry([Tool(registry.get("echo").spec, lambda c, a: ""), Tool(registry.get("echo").spec, lambda c, a: "")])
     with pytest.raises(ValueError, match="object schema"):

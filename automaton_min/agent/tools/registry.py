@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterable
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.validate import validate
-from automaton_min.inference.types import ToolSchema
 from automaton_min.observe.log import get_logger
 
 MAX_RESULT_CHARS = 10_000
@@ -64,10 +63,6 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
-
-    def schemas(self) -> tuple[ToolSchema, ...]:
-        """The tools as the model is offered them."""
-        return tuple(ToolSchema(s.name, s.description, s.parameters) for s in self.specs())
 
     def execute(self, ctx: ToolContext, call_id: str, name: str, arguments: dict[str, Any], *,
                 argument_error: str | None = None, authorize: Authorize | None = None,
