@@ -55,6 +55,20 @@ def _is_secret(path: str, home: Any) -> bool:
     return home is not None and Path(path) in (home.wallet_path, home.config_path, home.api_key_path)
 
 
+def _same_file_as_secret(path: str, home: Any) -> bool:
+    """``path`` is the wallet, the configuration or the API-key file under another name: a hard link, which no
+    name or symlink check sees (and which path-based confinement lets through from inside the workspace)."""
+    if home is None:
+        return False
+    for secret in (home.wallet_path, home.config_path, home.api_key_path):
+        try:
+            if os.path.samefile(path, secret):
+                return True
+        except OSError:  # missing, or not ours to stat: not that file
+            continue
+    return False
+
+
 def _local_paths(sandbox: Any, path: str) -> tuple[str, str] | None:
     """For a local sandbox: the path as given (absolute) and with symlinks resolved."""
     resolve = getattr(sandbox, "resolve", None)
@@ -125,7 +139,7 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     home = ctx.services.get("home")
     local = _local_paths(sandbox, path)
     candidates = [path] + (list(local) if local else [_remote_path(path)])
-    if any(_is_secret(p, home) for p in candidates):
+    if any(_is_secret(p, home) for p in candidates) or (local and _same_file_as_secret(local[1], home)):
         raise ToolFailure(f"{path} holds secrets (wallet, configuration, API key or keys) and is never read into your context")
     if local:
         try:
@@ -180,7 +194,7 @@ def run_write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         name = PurePosixPath(candidate).name
         if name == "SOUL.md":
             raise ToolFailure("SOUL.md is changed with update_soul, which keeps the previous version")
-        if name in PROTECTED_NAMES or _is_secret(candidate, home):
+        if name in PROTECTED_NAMES or _is_secret(candidate, home) or _same_file_as_secret(candidate, home):
             raise ToolFailure(f"{path} is one of your runtime's own files (wallet, configuration, database or constitution); it is never overwritten")
     try:
         sandbox.write_file(path, content)
