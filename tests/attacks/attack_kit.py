@@ -13,8 +13,12 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
+import signal
 import sqlite3
+import subprocess
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,3 +161,30 @@ def stored_calls(db: Any, name: str | None = None) -> list[tuple[str, dict, str,
 
 def all_text(parts: Iterable[str | None]) -> str:
     return "\n".join(p for p in parts if p)
+
+
+def run_until_asleep(home_root: Path, argv: list[str], env: dict[str, str] | None = None, timeout_s: float = 60) -> str:
+    """Run the real ``automaton-min run`` until it logs that it sleeps, stop it with SIGTERM (exit 0); its output."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "AUTOMATON_HOME": str(home_root), **(env or {})})
+    seen: list[str] = []
+    asleep = threading.Event()
+
+    def reader() -> None:
+        for line in proc.stdout:
+            seen.append(line)
+            if '"msg":"asleep"' in line:
+                asleep.set()
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    try:
+        assert asleep.wait(timeout_s), "".join(seen)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(seen)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    thread.join(timeout=10)
+    return "".join(seen)
