@@ -35,7 +35,7 @@ from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
-from automaton_min.store.db import Database, open_database
+from automaton_min.store.db import STORAGE_ERRORS, Database, open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, set_json, set_value
 from automaton_min.store.turns import StoredTurn
@@ -249,14 +249,24 @@ class Agent:
         return [f"{event.source}: {event.reason}" for event in events]
 
     def close(self) -> None:
-        """Leave the agent sleeping, stop the spawner, record the run, fold the WAL back in, close the database."""
+        """Leave the agent sleeping, stop the spawner, record the run, fold the WAL back in, close the database.
+
+        On a disk that refuses writes the records are skipped (logged): the spawner still stops and the database
+        still closes, intact, and the process still exits 0."""
         now_ms = system_now()
-        if read_agent_state(self.db) in ("running", "waking", "low_compute", "critical"):
-            set_agent_state(self.db, "sleeping", now_ms, reason="the runtime stopped")
+        try:
+            if read_agent_state(self.db) in ("running", "waking", "low_compute", "critical"):
+                set_agent_state(self.db, "sleeping", now_ms, reason="the runtime stopped")
+        except STORAGE_ERRORS as exc:
+            log.error("could not record the stop: the database cannot be written", extra={"error": str(exc)})
         self.sandbox.close()
-        set_json(self.db, LAST_RUN_KEY, {"startedAt": get_value(self.db, "start_time"), "stoppedAt": to_iso(now_ms),
-                                         "pid": os.getpid()}, now_ms)
-        self.db.checkpoint()
+        try:
+            set_json(self.db, LAST_RUN_KEY, {"startedAt": get_value(self.db, "start_time"), "stoppedAt": to_iso(now_ms),
+                                             "pid": os.getpid()}, now_ms)
+            self.db.checkpoint()
+        except STORAGE_ERRORS as exc:
+            log.error("could not record the run or fold the WAL back in: the database cannot be written",
+                      extra={"error": str(exc)})
         self.db.close()
 
 

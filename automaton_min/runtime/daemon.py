@@ -10,6 +10,11 @@ SIGTERM and SIGINT let the turn under way finish within a grace period (30 s); a
 the turn is cut off (the wait for the model ends, the running command is cancelled,
 nothing of the turn is written, its messages go back to the inbox). A second signal
 exits at once. Then the process exits 0.
+
+A cycle that cannot write ``state.db`` (the disk is full, a write failed, the file system went read-only) does
+not end the process: the database is intact (the failed transaction is rolled back), so the daemon logs one
+error naming the file and the fix, waits ``STORAGE_RETRY_S`` or until woken, runs ``recover`` (the runtime puts
+back the inbox messages the failed turn had claimed) and tries the next cycle.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Callable, Protocol
 
 from automaton_min.clock import Clock, from_iso, system_now
 from automaton_min.observe.log import get_logger
+from automaton_min.store.db import STORAGE_ERRORS
 
 log = get_logger(__name__)
 
@@ -30,6 +36,7 @@ MIN_SLEEP_S = 10
 DEFAULT_SLEEP_S = 60
 SHUTDOWN_GRACE_S = 30.0
 EARLY_WAKE = "something woke you early (a message or an event)"
+STORAGE_RETRY_S = 60
 
 
 class Cycle(Protocol):
@@ -101,32 +108,64 @@ def seconds_until(sleep_until: str | None, now_ms: int) -> float:
 def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None], *, now: Clock = system_now,
           on_stop: Callable[[], None] | None = None, max_cycles: int | None = None,
           take_wakes: Callable[[], list[str]] | None = None, tick: Callable[[], None] | None = None,
-          tick_s: float | None = None, status: Callable[[str], object] | None = None) -> int:
+          tick_s: float | None = None, status: Callable[[str], object] | None = None,
+          recover: Callable[[], object] | None = None, storage: str = "state.db") -> int:
     """Run wake cycles until stopped; returns the process exit code.
 
     ``take_wakes`` consumes the pending wake events and returns their reasons (none: every wake counts);
     ``tick`` is called at least every ``tick_s`` seconds while asleep and between cycles (the watchdog's sign of
     life; without it the sleep is one uninterrupted wait); ``status`` hears what the daemon is doing (systemd's
-    STATUS=)."""
+    STATUS=). ``recover`` runs before the cycle that follows a failure to write ``storage`` (module doc)."""
     early = take_wakes() if take_wakes else []
     reason = "; ".join(["the runtime started", *early])
     cycles = 0
+    storage_failed = False
     try:
         while not signals.stop.is_set():
             if tick:
                 tick()
             if status:
                 status(f"awake: {reason}"[:200])
-            cycle.run_cycle(reason, signals.stop, signals.abandon)
-            cycles += 1
-            if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
-                break
-            reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s, status)
+            try:
+                if storage_failed and recover is not None:
+                    recover()
+                storage_failed = False
+                cycle.run_cycle(reason, signals.stop, signals.abandon)
+                cycles += 1
+                if signals.stop.is_set() or (max_cycles is not None and cycles >= max_cycles):
+                    break
+                reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s, status)
+            except STORAGE_ERRORS as exc:
+                storage_failed = True
+                reason = _wait_for_storage(signals, exc, storage, tick, tick_s, status)
     finally:  # also when a cycle raises (a configuration error): the agent is left stopped, not "running"
         if on_stop is not None:
             on_stop()
     log.info("stopped", extra={"cycles": cycles})
     return 0
+
+
+def _wait_for_storage(signals: Signals, exc: Exception, storage: str, tick: Callable[[], None] | None,
+                      tick_s: float | None, status: Callable[[str], object] | None) -> str:
+    """After a failed write: one error with the fix, then wait ``STORAGE_RETRY_S`` (or a wake, or a stop) without
+    touching the database; returns the next cycle's reason."""
+    log.error(f"cannot write {storage} ({exc}): the disk may be full; free some space on it (df -h), "
+              f"the agent tries again in {STORAGE_RETRY_S} s or when woken (automaton-min wake)",
+              extra={"error": str(exc), "path": storage, "retry_s": STORAGE_RETRY_S})
+    if status:
+        status(f"cannot write {storage}: waiting for disk space"[:200])
+    deadline = time.monotonic() + STORAGE_RETRY_S
+    while not signals.stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        woken = signals.wake.wait(min(remaining, tick_s) if tick_s else remaining)
+        if tick:
+            tick()
+        if woken:
+            signals.wake.clear()
+            break
+    return f"trying again after the database could not be written ({exc})"
 
 
 def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,

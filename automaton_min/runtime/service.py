@@ -87,6 +87,12 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         agent.close()
         notifier.close()
 
+    def after_storage_failure() -> None:  # the failed turn could not put its messages back: do it now
+        from automaton_min.store.inbox import reclaim_stale
+
+        reclaim_stale(agent.db)
+
     return serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
                  take_wakes=agent.take_wakes, tick=loop_progress.tick,
-                 tick_s=watchdog.tick_every if watchdog is not None else None, status=notifier.status)
+                 tick_s=watchdog.tick_every if watchdog is not None else None, status=notifier.status,
+                 recover=after_storage_failure, storage=str(db_path(home, config)))

@@ -40,6 +40,11 @@ PRAGMAS: tuple[tuple[str, object], ...] = (
 
 Row = tuple[Any, ...]
 
+# A write the disk refused: full (SQLITE_FULL), a failed write such as EFBIG past the file size limit
+# (SQLITE_IOERR), a file system remounted read-only (SQLITE_READONLY). The database is intact (SQLite rolls the
+# transaction back); the runtime waits for space instead of exiting (``runtime/daemon.py``).
+STORAGE_ERRORS: tuple[type[apsw.Error], ...] = (apsw.FullError, apsw.IOError, apsw.ReadOnlyError)
+
 log = get_logger(__name__)
 
 
@@ -111,14 +116,24 @@ class Database:
         try:
             yield self
         except BaseException:
-            self.connection.execute("ROLLBACK")
+            self._rollback()
             raise
         else:
-            self.connection.execute("COMMIT")
+            try:
+                self.connection.execute("COMMIT")
+            except BaseException:  # a full disk: SQLite may leave the transaction open, which would refuse every
+                self._rollback()  # later BEGIN ("cannot start a transaction within a transaction") for good
+                raise
         finally:
             self._depth = 0
             if durable:
                 self.connection.execute("PRAGMA synchronous=NORMAL")
+
+    def _rollback(self) -> None:
+        """End the open transaction, unless SQLite already rolled it back itself (it does when a write fails, e.g.
+        on a full disk): a ROLLBACK then fails with an SQLError that would hide the real error."""
+        if self.connection.in_transaction:
+            self.connection.execute("ROLLBACK")
 
     def pragma(self, name: str) -> Any:
         """The current value of a PRAGMA."""
