@@ -21,8 +21,10 @@ def command(ctx: click.Context) -> None:
     One run per home: a second one exits 2 naming the pid of the first. On a terminal, a home that is not set up
     yet starts the setup wizard first.
     """
+    from automaton_min.config import db_path
     from automaton_min.runtime.run_lock import RunLock
     from automaton_min.runtime.service import run_service
+    from automaton_min.runtime.writable import require_writable
 
     home = home_of(ctx)
     if not home.config_path.exists() and sys.stdin.isatty() and sys.stdout.isatty():
@@ -34,6 +36,7 @@ def command(ctx: click.Context) -> None:
     config = load_config(home)
     configure_logging(ctx.find_root().obj.get("log_level") or config.get("logLevel", "info"), sys.stdout)
     log.info("start-up step done", extra={"step": "config"})
+    require_writable(home, db_path(home, config))
     lock = RunLock(home)
     lock.acquire()
     try:

@@ -1,0 +1,43 @@
+"""Before ``run`` starts: the home, and the database wherever it lives, must be writable by this process.
+
+Without this check a read-only home (wrong owner after a copy, a mode of 0500, a read-only mount) failed on
+whichever file came first (``Permission denied (run.lock)``, or SQLite's "attempt to write a readonly database")
+with no word on the fix. The check tries the real thing: it creates and removes a file in each directory the
+agent writes to and opens the existing files for writing (without changing them), so root without
+CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel judges them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from automaton_min.errors import RuntimeFailure
+from automaton_min.home import Home
+
+
+class NotWritable(RuntimeFailure):
+    """A directory or file the agent must write to refuses writes (exit 1, one line with the fix)."""
+
+
+def require_writable(home: Home, database: Path) -> None:
+    """Raise ``NotWritable`` naming the first directory or file this process cannot write, and the fix."""
+    for directory in dict.fromkeys((home.root, database.parent)):
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=directory)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise NotWritable(
+                f"{directory} is not writable ({exc.strerror}): the agent keeps its database and lock there; make it "
+                f"writable by this user (chown $(id -un) {directory} && chmod 700 {directory}), or pass --home with a "
+                "writable directory") from None
+    for path in (database, home.root / "run.lock"):
+        try:
+            os.close(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise NotWritable(f"{path} is not writable ({exc.strerror}): make it writable by this user "
+                              f"(chown $(id -un) {path} && chmod 600 {path})") from None
