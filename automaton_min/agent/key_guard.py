@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import re
+from typing import Any
 
 WINDOW = 16  # 64 bits of a 256-bit key: a shorter run is no help to a thief, and common text never matches by chance
 REDACTED = "[redacted: wallet key material]"
@@ -66,6 +67,29 @@ class KeyGuard:
             cursor = end
         pieces.append(text[cursor:])
         return "".join(pieces)
+
+    def in_arguments(self, arguments: Any) -> bool:
+        """True when any text in a tool call's arguments (values and keys, at any depth) holds key material.
+
+        The model never needs the key for anything, so a call that carries it is refused before it runs: only a
+        model that got the key somewhere (a leak, a compromised provider) could write it, and it must not be able
+        to post it, message it, fetch it out in a URL or header, or write it down.
+        """
+        texts: list[str] = []
+
+        def collect(value: Any) -> None:
+            if isinstance(value, str):
+                texts.append(value)
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    collect(key)
+                    collect(item)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    collect(item)
+
+        collect(arguments)
+        return any(self.scrub(text) is not text for text in texts)
 
     @staticmethod
     def _find(text: str, alphabet: re.Pattern, windows: set[str], *, fold: bool) -> list[tuple[int, int]]:

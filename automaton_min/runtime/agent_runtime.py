@@ -50,6 +50,7 @@ log = get_logger(__name__)
 
 
 INLINE_TOPUP_COOLDOWN_MS = 60_000
+KEY_MATERIAL = "KEY_MATERIAL"  # the refusal of a tool call whose arguments hold wallet key material
 TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
 
 
@@ -176,6 +177,9 @@ class RuntimeHooks:
     # -- policy and sanitizing
     def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
                   calls_this_turn: tuple[str, ...]) -> str | None:
+        if self.key_guard is not None and self.key_guard.in_arguments(arguments):
+            log.warning("refused a tool call carrying wallet key material", extra={"tool": spec.name})
+            return f"{KEY_MATERIAL}: the arguments carry wallet key material, which never leaves the agent through any tool"
         if self.policy is None:
             return None
         from automaton_min.agent.policy.engine import PolicyRequest
@@ -204,7 +208,7 @@ class RuntimeHooks:
     def after_turn(self, turn: StoredTurn) -> None:
         """After a turn is committed: one log line per tool call, then memory ingestion."""
         for call in turn.tool_calls:
-            log_tool_call(call)
+            log_tool_call(call, self.key_guard.scrub if self.key_guard else None)
         creator = self.config.get("creatorAddress") if self.creator_wrote else None
         ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders, creator=creator)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -52,9 +52,13 @@ def short(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def log_tool_call(call: StoredToolCall) -> None:
-    """One line: the tool, its arguments (cut short), ok or the error, and how long it took."""
-    arguments = short(orjson.dumps(call.arguments).decode(), ARGUMENTS_CHARS)
+def log_tool_call(call: StoredToolCall, scrub: Callable[[str], str] | None = None) -> None:
+    """One line: the tool, its arguments (cut short), ok or the error, and how long it took.
+
+    ``scrub`` (the key guard's) cleans the arguments first: a model that somehow holds the key writes it into a
+    call's arguments in any spelling, and the log's own scrubber knows only the key's exact forms."""
+    text = orjson.dumps(call.arguments).decode()
+    arguments = short(scrub(text) if scrub else text, ARGUMENTS_CHARS)
     outcome = "ok" if call.error is None else "error: " + short(call.error, ERROR_CHARS)
     log.info(f"tool {call.name} {outcome} ({call.duration_ms} ms)",
              extra={"tool": call.name, "arguments": arguments, "ok": call.error is None, "durationMs": call.duration_ms})
