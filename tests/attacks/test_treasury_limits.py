@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from attack_kit import finish, run_until_asleep, turn
+from attack_kit import KeyWatch, finish, run_until_asleep, turn
 from automaton_min.store.db import open_database
 from conftest import CREATOR, keep_offline
 from standins.conway_api import ConwayApi
@@ -106,11 +106,14 @@ def test_the_hourly_cap_holds_across_a_real_restart_of_run(cli, home, model, con
     assert setup.code == 0, setup.stderr
     keep_offline(home, conwayApiUrl=conway.url, conwayApiKey=conway.api_key, treasuryPolicy=POLICY)
     argv = [sys.executable, "-m", "automaton_min", "run"]
+    watch = KeyWatch.of(home)
     for _ in range(2):  # the same greedy cycle, then a restart and again
         model.script(transfers(5, 300), finish())
         output = run_until_asleep(home.root, argv)
         assert model.pending == 0, output
+        watch.assert_clean("the daemon's output", output)
     assert sent(conway) == [300, 300, 300]
+    watch.assert_home_clean(home)
     with open_database(home.default_db_path) as db:
         assert spend_rows(db) == [300, 300, 300]
         refused = [row[0] for row in db.query("SELECT error FROM tool_calls WHERE name = 'transfer_credits' AND error IS NOT NULL")]
