@@ -110,8 +110,10 @@ def test_exactly_once_a_failure_between_tools_and_commit_leaves_no_half_turn(age
     monkeypatch.setattr(loop_module, "insert_turn", failing_second_time)
     agent.loop.run_cycle("test")
     ids = [row[0] for row in agent.db.query("SELECT id FROM turns")]
-    assert seen[1] not in ids  # no half turn
-    assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls WHERE turn_id = ?", (seen[1],)) == 0
+    # No half turn: the failed one left nothing, and its retry replays it under the same id, committed once.
+    assert seen[2] == seen[1] and ids.count(seen[1]) == 1 and len(ids) == len(set(ids))
+    calls = agent.db.query("SELECT name FROM tool_calls WHERE turn_id = ?", (seen[1],))
+    assert calls == []  # the retry's calls (it answered "stop"), not the failed attempt's write_file
     # released after the failed turn, then claimed again and processed: exactly once
     assert (inbox.get_message(agent.db, "m3").status, inbox.get_message(agent.db, "m3").retry_count) == ("processed", 2)
 

@@ -217,7 +217,7 @@ def test_send_message_and_modify_heartbeat_delegate(make_ctx) -> None:
     changed: list[tuple] = []
 
     class Relay:
-        def send(self, to, content, reply_to=None, *, db=None):
+        def send(self, to, content, reply_to=None, *, db=None, turn_id=None, call_index=None):
             sent.append((to, content, reply_to))
             return {"id": "msg-7"}
 

@@ -13,6 +13,8 @@ import pytest
 from automaton_min.clock import is_stored_format, to_iso
 from automaton_min.store.db import Database, open_database
 from automaton_min.store.inbox import (
+    DEFAULT_MAX_RETRIES,
+    POISON_CRASHES,
     CLAIMABLE_SQL,
     InboxMessage,
     claim,
@@ -175,10 +177,37 @@ def test_rows_left_in_progress_by_a_crash_are_reclaimed_at_start(home, clock) ->
     with open_database(path, now=clock) as db:
         assert statuses(db) == {"fresh": "in_progress", "tired": "in_progress", "waiting": "received"}
         assert reclaim_stale(db) == 2
-        # The crashed attempt counts: "tired" was on its third try, so it is failed.
-        assert rows(db) == {"fresh": ("received", 1, None), "tired": ("failed", 3, None), "waiting": ("received", 0, None)}
+        # A crash is not a try: "tired" gets its third try back, and the crash is counted apart.
+        assert rows(db) == {"fresh": ("received", 0, None), "tired": ("received", 2, None), "waiting": ("received", 0, None)}
+        assert crash_counts(db) == {"fresh": 1, "tired": 1, "waiting": 0}
         assert reclaim_stale(db) == 0
-        assert [m.id for m in claim(db, now_ms=clock())] == ["fresh", "waiting"]
+        assert [m.id for m in claim(db, now_ms=clock())] == ["fresh", "tired", "waiting"]
+
+
+def crash_counts(db: Database) -> dict[str, int]:
+    return dict(db.query("SELECT id, crash_count FROM inbox_messages"))
+
+
+def test_a_message_in_flight_at_every_crash_ends_failed_after_the_poison_limit(db: Database, clock) -> None:
+    add(db, clock, "poison", "other")
+    for crash in range(1, POISON_CRASHES + 1):
+        assert [m.id for m in claim(db, 1, now_ms=clock())] == ["poison"]
+        assert reclaim_stale(db) == 1  # the process died with it in flight, every time
+        expected = "failed" if crash == POISON_CRASHES else "received"
+        assert rows(db)["poison"] == (expected, 0, None), crash
+    assert crash_counts(db) == {"poison": POISON_CRASHES, "other": 0}
+    assert [m.id for m in claim(db, now_ms=clock())] == ["other"]  # the poison no longer blocks the inbox
+
+
+def test_failed_means_tries_that_failed_not_crashes(db: Database, clock) -> None:
+    add(db, clock, "m")
+    for _ in range(POISON_CRASHES - 1):  # crashes below the poison limit never make it failed
+        claim(db, now_ms=clock())
+        reclaim_stale(db)
+    for attempt in range(1, DEFAULT_MAX_RETRIES + 1):  # then three turns that fail
+        assert [m.retry_count for m in claim(db, now_ms=clock())] == [attempt]
+        release_after_failed_turn(db, ["m"])
+    assert rows(db)["m"] == ("failed", DEFAULT_MAX_RETRIES, None)
 
 
 # --------------------------------------------------------------------------- exactly once

@@ -13,9 +13,9 @@ from automaton_min.agent.tools.survival import run_send_message
 from automaton_min.chain.wallet import Wallet
 from automaton_min.clock import system_now, to_iso
 from automaton_min.config import config_from
-from automaton_min.errors import ConfigError
+from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.heartbeat.task_api import TaskContext
-from automaton_min.social import approvals
+from automaton_min.social import approvals, sent_log
 from automaton_min.social.intake import CURSOR_KEY, dropped_counts, ingest
 from automaton_min.social.protocol import poll_canonical, send_canonical, sign_poll, sign_send
 from automaton_min.social.relay import OutboundLimited, OutboundLimiter, PollResult, RelayClient, check_relay_url
@@ -112,6 +112,51 @@ def test_send_message_tool_uses_the_relay_service(relay, agent, clock, db) -> No
     ctx = ToolContext(db, config(), clock, services={"relay": agent})
     assert "id msg-000001" in run_send_message(ctx, {"to_address": CREATOR, "content": "from the tool"})
     assert relay.log[0]["content"] == "from the tool"
+
+
+def test_a_turns_call_sends_once_and_carries_an_id_derived_from_turn_and_call(relay, agent, clock, db) -> None:
+    def call(turn_id, index, content="the answer"):
+        ctx = ToolContext(db, config(), clock, turn_id=turn_id, services={"relay": agent}, call_index=index)
+        return run_send_message(ctx, {"to_address": CREATOR, "content": content})
+
+    assert "id msg-000001" in call("01TURN", 0)
+    nonce = relay.log[0]["nonce"]
+    assert nonce == sent_log.message_id(AGENT, "01TURN", 0) and len(nonce) == 32
+    # the same turn and call again (a turn replayed after a crash): answered from the record, nothing sent
+    assert "already sent" in call("01TURN", 0, "reworded by the replay") and len(relay.log) == 1
+    call("01TURN", 1)  # another call of the turn, another turn: new ids, sent
+    call("01OTHER", 0)
+    assert [m["nonce"] for m in relay.log[1:]] == [sent_log.message_id(AGENT, "01TURN", 1),
+                                                   sent_log.message_id(AGENT, "01OTHER", 0)]
+    assert db.query("SELECT status, relay_id FROM sent_messages ORDER BY relay_id") == [
+        ("sent", "msg-000001"), ("sent", "msg-000002"), ("sent", "msg-000003")]
+
+
+def test_a_send_cut_off_after_the_relay_took_it_is_not_sent_again(relay, agent, clock, db) -> None:
+    message_id = sent_log.message_id(AGENT, "01CUT", 0)  # the state a kill at message_sent leaves
+    sent_log.reserve(db, message_id, "01CUT", CREATOR, "0x00", clock())
+    ctx = ToolContext(db, config(), clock, turn_id="01CUT", services={"relay": agent}, call_index=0)
+    assert "may have been delivered" in run_send_message(ctx, {"to_address": CREATOR, "content": "hi"})
+    assert relay.log == []  # at most once
+
+
+def test_a_send_the_relay_did_not_take_may_be_tried_again_by_the_replay(relay, clock, db) -> None:
+    down = RelayClient("http://127.0.0.1:9", Wallet(AGENT_KEY), now=clock)  # nothing listens: refused
+    with pytest.raises(RuntimeFailure):
+        down.send(CREATOR, "hello", db=db, turn_id="01T", call_index=0)
+    assert db.query("SELECT status FROM sent_messages") == [("failed",)]
+    answer = RelayClient(relay.url, Wallet(AGENT_KEY), now=clock).send(CREATOR, "hello", db=db, turn_id="01T",
+                                                                        call_index=0)
+    assert answer["id"] == relay.log[0]["id"] and db.query("SELECT status FROM sent_messages") == [("sent",)]
+
+
+def test_a_second_copy_with_the_same_nonce_from_the_same_signer_is_a_replay(relay, agent, clock, db) -> None:
+    first = from_creator(relay, "pay the invoice", nonce="n-1")
+    clock.advance(1000)
+    from_creator(relay, "pay the invoice", nonce="n-1")  # re-signed later: a new digest, the same message id
+    relay.inject(relay.signed_message(STRANGER_KEY, STRANGER, AGENT, "mine", nonce="n-1"))  # another signer's
+    report = poll_into(db, agent, clock)
+    assert [m.id for m in report.stored] == [first["id"], relay.log[2]["id"]] and report.dropped == {"replay": 1}
 
 
 # --------------------------------------------------------------------------- intake

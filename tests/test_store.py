@@ -56,6 +56,7 @@ CORE_COLUMNS = {
         "id", "from_address", "content", "received_at", "processed_at", "reply_to",
         "to_address", "raw_content", "status", "retry_count", "max_retries",
         "signed_by",  # automaton-min's (migration 106): the verified relay signer
+        "crash_count",  # automaton-min's (migration 109): crashes with the message in flight (not tries)
     ],
 }
 
@@ -75,11 +76,11 @@ CORE_TIMESTAMP_COLUMNS = {
 }
 
 # Tables (and their indexes) that automaton-min adds beside the reference schema.
-OWN_TABLES = ("payment_intents", "social_outbound", "pending_approvals")
+OWN_TABLES = ("payment_intents", "social_outbound", "pending_approvals", "sent_messages")
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created",
                "idx_social_outbound_at", "idx_pending_approvals_status", "sqlite_autoindex_pending_approvals_1",
-               "idx_turns_order")
+               "idx_turns_order", "idx_sent_messages_created", "sqlite_autoindex_sent_messages_1")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
                           "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots")
@@ -381,8 +382,8 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     # Inbox rows keep every non-timestamp value.
     keep = lambda rows: [r[:3] + r[5:] for r in rows]  # noqa: E731 - drop received_at, processed_at
     upgraded = quoted_rows(reference_v11, "inbox_messages")
-    assert all(r[-1] == "NULL" for r in upgraded)  # signed_by (quoted): no reference message counts as verified
-    assert keep([r[:-1] for r in upgraded]) == keep(inbox)
+    assert all(r[-2:] == ("NULL", "0") for r in upgraded)  # signed_by: none counts as verified; crash_count 0
+    assert keep([r[:-2] for r in upgraded]) == keep(inbox)
     # spend_tracking is ours now too: amounts kept, timestamps in the one format at the same instants.
     spend_after = quoted_rows(reference_v11, "spend_tracking")
     assert [r[:-1] for r in spend_after] == [r[:-1] for r in spend_before]

@@ -6,7 +6,9 @@ sleep-timer check; claim up to 10 inbox messages; finances (cached); survival ti
 state; build the context; route the inference; run at most 10 tool calls, each through
 the policy; persist the turn, its tool calls and the inbox acknowledgements in ONE
 transaction; loop controls. A failed turn leaves nothing half-written and puts its inbox
-messages back.
+messages back. A turn cut off (by a crash or a failure) is replayed under the same turn id
+(``agent.open_turn``), and each tool call knows its position in the turn, so a message the
+cut-off turn already sent is not sent again (``social.sent_log``).
 A configuration error (``UserError``, e.g. no provider can serve the model) is not a failed
 turn: it ends the cycle and reaches the CLI, which exits 2 with the fix.
 """
@@ -14,10 +16,11 @@ turn: it ends the cycle and reaches the CLI, which exits 2 with the fix.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from automaton_min.agent.context import AssembledContext
+from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
 from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
 from automaton_min.agent.survival import FinancialReading
@@ -27,7 +30,6 @@ from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
-from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message
 from automaton_min.memory.compression import HistoryFolder
@@ -106,6 +108,8 @@ class AgentLoop:
         self.context = context or TurnContextBuilder(
             db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config)), HistoryFolder(db, now))
         self.started_ms = started_ms if started_ms is not None else now()
+        self.open_turns = OpenTurns(db)
+        self._uncommitted: str | None = None  # the id of the turn under way until its commit
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
@@ -166,6 +170,9 @@ class AgentLoop:
                     log.warning("turn failed", extra={"error": str(exc)})
                 else:
                     log.exception("turn crashed")
+                if self._uncommitted is not None:  # its retry replays it under the same id
+                    self.open_turns.failed(self._uncommitted, claimed)
+                    self._uncommitted = None
                 self.hooks.release_inbox(claimed)
                 self.metrics.turn_failed()
                 set_json(self.db, "last_error", {"message": scrub(str(exc) or type(exc).__name__)[:500], "at": to_iso(self.now())}, self.now())
@@ -200,7 +207,7 @@ class AgentLoop:
     def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool) -> TurnSummary | Verdict:
         self.progress()
         now_ms = self.now()
-        turn_id = new_ulid(now_ms)
+        turn_id = self._uncommitted = self.open_turns.start(claimed, now_ms)
         reading = self.hooks.finances(now_ms)
         credits, usdc = reading.credits_cents, reading.usdc_atomic
         tier, low_compute = self.hooks.survive(reading, now_ms)
@@ -223,11 +230,11 @@ class AgentLoop:
 
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, {**self.services, "loop": loop_state})
-        for call in routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]:
+        for index, call in enumerate(routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]):
             self.progress()
             names = tuple(o.name for o in outcomes)
             outcome = self.tools.execute(
-                ctx, call.id, call.name, call.arguments, argument_error=call.argument_error,
+                replace(ctx, call_index=index), call.id, call.name, call.arguments, argument_error=call.argument_error,
                 authorize=lambda spec, args, n=names: self.hooks.authorize(spec, args, authority, turn_id, n))
             outcomes.append(outcome)
         calls = tuple(
@@ -300,5 +307,7 @@ class AgentLoop:
             insert_turn(self.db, turn)
             if claimed:
                 self.hooks.ack_inbox(claimed, self.now())
+            self.open_turns.close()
+        self._uncommitted = None
         crash_point("turn_committed")
 

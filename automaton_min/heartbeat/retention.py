@@ -32,6 +32,7 @@ KEEP_DAYS = {
     "inference_costs": 30,
     "policy_decisions": 30,
     "payment_intents": 30,
+    "sent_messages": 7,
 }
 
 
@@ -124,6 +125,8 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
                                                   (to_iso(older("policy_decisions")),)),
         "payment_intents": by_cutoff(lambda c: prune_resolved(db, c), "payment_intents", "created_at",
                                      "status IN ('settled', 'rejected', 'expired')"),
+        "sent_messages": lambda: _delete_batch(db, "sent_messages", "message_id", "created_at < ?",
+                                               (to_iso(older("sent_messages")),)),
         "turns": turns_step,
     }
     removed: dict[str, int] = {}

@@ -6,7 +6,8 @@ Checks, in order; a message that fails one is dropped and counted under its reas
 * ``oversize``: content over 64,000 characters, or the whole message over 128,000;
 * ``wrong_recipient``: addressed to another wallet;
 * ``replay``: an id already seen, or a signed message whose signed digest (the canonical string's keccak, so a
-  re-encoded signature counts too) was already accepted; both kept in ``heartbeat_dedup`` for 30 days;
+  re-encoded signature counts too) or whose ``nonce`` from the same verified signer was already accepted; all
+  kept in ``heartbeat_dedup`` for 30 days;
 * ``bad_signature``: a ``signature`` that does not recover to the ``from`` address over the send canonical string;
 * ``stale``: ``signedAt`` more than 5 minutes before the relay's ``createdAt``, or more than 60 s after it. The
   relay's time is used, not ours, so messages queued while this device was off are still accepted.
@@ -112,6 +113,12 @@ def dropped_counts(db: "Database") -> dict[str, int]:
 class _Verified:
     signer: str | None
     digest: str | None
+    nonce: str | None = None  # the sender's message id; unsigned, so it counts only next to a verified signer
+
+
+def _nonce(message: dict[str, Any]) -> str | None:
+    nonce = message.get("nonce")
+    return nonce if isinstance(nonce, str) and 0 < len(nonce) <= MAX_ID_CHARS else None
 
 
 def _text(message: dict[str, Any], *names: str) -> str | None:
@@ -143,8 +150,9 @@ def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: i
         signer = recover_send_signer(to or self_address, content, signed_at, signature)
         if signer is None or signer != sender.lower():
             return "bad_signature"
-        verified = _Verified(signer, signed_digest(to or self_address, content, signed_at))
-        if _seen(db, f"social:signed:{verified.digest}"):
+        verified = _Verified(signer, signed_digest(to or self_address, content, signed_at), _nonce(message))
+        if _seen(db, f"social:signed:{verified.digest}") or (
+                verified.nonce and _seen(db, f"social:nonce:{signer}:{verified.nonce}")):
             return "replay"
     if signed_at is not None and not _fresh(signed_at, _text(message, "createdAt", "created_at"), now_ms):
         return "stale"
@@ -178,6 +186,8 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
     _remember(db, f"social:id:{ident}", now_ms)
     if verified.digest:
         _remember(db, f"social:signed:{verified.digest}", now_ms)
+    if verified.nonce:
+        _remember(db, f"social:nonce:{verified.signer}:{verified.nonce}", now_ms)
     creator = authority_for(verified.signer, creator_address) == "creator"
     note = None
     if creator:

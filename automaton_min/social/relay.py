@@ -6,7 +6,9 @@ reply_to?}`` answers ``{id}``; ``POST {relay}/v1/messages/poll`` with the header
 ``GET {relay}/v1/messages/count`` with the same headers answers ``{unread}``.
 
 Calls go through ``net.resilient`` with the ``social`` circuit breaker; POSTs carry no idempotency key, so a
-send is attempted once. Outbound messages are limited to 100 per rolling hour; with a database the attempts are
+send is attempted once. A send made by a turn's call carries ``nonce``, the message id derived from the turn and the
+call, and is recorded in ``sent_messages`` around the network call (``social.sent_log``): a turn replayed after a
+crash does not send it again. Outbound messages are limited to 100 per rolling hour; with a database the attempts are
 rows of ``social_outbound`` (shared by the daemon and ``automaton-min send``, and kept across restarts), else they
 are counted in memory. An attempt counts before the network call, as in the reference.
 """
@@ -24,7 +26,8 @@ from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import snippet
 from automaton_min.runtime.crashpoint import crash_point
-from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, sign_poll, sign_send
+from automaton_min.social import sent_log
+from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, content_hash, sign_poll, sign_send
 
 if TYPE_CHECKING:
     from automaton_min.chain.wallet import Wallet
@@ -127,9 +130,20 @@ class RelayClient:
             self._http = ResilientHttp(SERVICE, timeout_s=TIMEOUT_S)
         return self._http.request
 
-    def send(self, to: str, content: str, reply_to: str | None = None, *, db: "Database | None" = None) -> dict[str, Any]:
-        """Sign and post one message; ``{"id": ...}`` as the relay answered."""
+    def send(self, to: str, content: str, reply_to: str | None = None, *, db: "Database | None" = None,
+             turn_id: str | None = None, call_index: int | None = None) -> dict[str, Any]:
+        """Sign and post one message; ``{"id": ...}`` as the relay answered.
+
+        With a database, a ``turn_id`` and the call's ``call_index``, the send happens at most once per turn and
+        call: a repeated one answers ``{"id": ..., "earlier": SentRecord}`` from ``sent_messages`` and sends nothing.
+        """
         check_outbound(to, content)
+        message_id = None
+        if db is not None and turn_id is not None and call_index is not None:
+            message_id = sent_log.message_id(self.address, turn_id, call_index)
+            earlier = sent_log.find(db, message_id)
+            if earlier is not None:
+                return {"id": earlier.relay_id, "earlier": earlier}
         now_ms = self.now()
         self.limiter.admit(now_ms, db)
         signed_at, signature = sign_send(self._wallet, to, content, now_ms)
@@ -137,6 +151,20 @@ class RelayClient:
                                 "signature": signature}
         if reply_to:
             body["reply_to"] = reply_to
+        if message_id is None:
+            return self._post(body)
+        body["nonce"] = message_id
+        assert db is not None and turn_id is not None
+        sent_log.reserve(db, message_id, turn_id, to, content_hash(content), now_ms)
+        try:
+            data = self._post(body)
+        except RuntimeFailure:  # refused, unreachable or timed out: the turn reports "not sent"; a replay may retry
+            sent_log.settle(db, message_id, sent_log.FAILED, self.now())
+            raise
+        sent_log.settle(db, message_id, sent_log.SENT, self.now(), data["id"])
+        return data
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         answer = self._request()("POST", f"{self.url}/v1/messages", json=body, timeout=TIMEOUT_S)
         crash_point("message_sent")
         data = self._answer(answer, "send")

@@ -4,8 +4,10 @@ States of a row::
 
     received --claim--> in_progress --mark_processed (in the turn's transaction)--> processed
                              |
-                             +--release_after_failed_turn / reclaim_stale--> received  (retries left)
-                             |                                           \\-> failed    (retry_count >= max_retries)
+                             +--release_after_failed_turn--> received  (retries left)
+                             |                           \\-> failed    (retry_count >= max_retries)
+                             +--reclaim_stale (after a crash: not a try)--> received
+                             |                                          \\-> failed (crash_count >= POISON_CRASHES)
                              +--return_unread (no inference: a budget refused the turn)--> received, retry not counted
 
 * ``insert_message`` is deduplicated by id: the relay may deliver a message twice.
@@ -17,8 +19,10 @@ States of a row::
   calls ``release_after_failed_turn``. A message is tried at most ``max_retries``
   times (3), then it is ``failed``.
 * ``reclaim_stale`` (at start, before the first claim) puts back the rows a crashed
-  process left ``in_progress``; the crashed attempt counts as one of the retries, so a
-  message that crashes the process every time ends ``failed`` instead of looping.
+  process left ``in_progress``. A crash is not a try: the claim's ``retry_count`` is
+  given back and ``crash_count`` goes up instead, so ``failed`` means ``max_retries``
+  turns that failed. A message in flight at ``POISON_CRASHES`` crashes is ``failed``
+  too (it may be what kills the process, and a crash loop would stop the service).
 * A processed row always has ``processed_at``; claims also require ``processed_at IS
   NULL``, which keeps rows processed by an older reference runtime (before its v4 added
   ``status``, they read ``received``) from being handled again, and lets the reference's
@@ -49,6 +53,7 @@ FAILED = "failed"
 STATUSES = (RECEIVED, IN_PROGRESS, PROCESSED, FAILED)
 
 DEFAULT_MAX_RETRIES = 3
+POISON_CRASHES = 5
 CLAIM_BATCH = 10
 
 # The selection a claim marks: served by the partial index idx_inbox_unprocessed.
@@ -191,10 +196,14 @@ def reclaim_stale(db: "Database") -> int:
     """Put back every row left ``in_progress`` (by a crashed process); returns how many.
 
     Call it once at start, before the loop claims anything: at that moment no live
-    turn owns an ``in_progress`` row. Rows out of retries become ``failed``.
+    turn owns an ``in_progress`` row. The crashed attempt is not counted as a try; a
+    row that was in flight at ``POISON_CRASHES`` crashes becomes ``failed``.
     """
     with db.transaction():
-        rows = db.query(_RELEASE + " RETURNING id")
+        rows = db.query(
+            "UPDATE inbox_messages SET retry_count = MAX(retry_count - 1, 0), crash_count = crash_count + 1,"
+            " status = CASE WHEN crash_count + 1 >= ? THEN 'failed' ELSE 'received' END"
+            " WHERE status = 'in_progress' RETURNING id", (POISON_CRASHES,))
     return len(rows)
 
 

@@ -5,6 +5,10 @@
   creator address configured then.
 * ``social_outbound``: one row per send attempt, for the rolling-hour limit shared by the daemon and the CLI.
 * ``pending_approvals``: transfers held for the creator's signed approval.
+* ``sent_messages`` (migration 109): one row per message a turn's ``send_message`` call handed to the relay, keyed
+  by the message id derived from the turn and the call, so a turn replayed after a crash does not send it again.
+* ``inbox_messages.crash_count`` (migration 109): how many times the process died with the message in flight;
+  those attempts are not counted as tries (``retry_count``).
 
 Replay keys live in the runtime's ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``) with an expiry.
 """
@@ -46,3 +50,24 @@ CREATE INDEX IF NOT EXISTS idx_pending_approvals_status ON pending_approvals(sta
 def create_social_tables(db: "Database") -> None:
     db.execute(SOCIAL_TABLES)
     add_missing_columns(db, "inbox_messages", {"signed_by": "TEXT"})
+
+
+SENT_MESSAGES = """
+CREATE TABLE IF NOT EXISTS sent_messages (
+    message_id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    to_address TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('sending', 'sent', 'failed')),
+    relay_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_sent_messages_created ON sent_messages(created_at);
+"""
+
+
+@migration(109, "sent_messages_and_crash_counts")
+def create_sent_messages(db: "Database") -> None:
+    db.execute(SENT_MESSAGES)
+    add_missing_columns(db, "inbox_messages", {"crash_count": "INTEGER NOT NULL DEFAULT 0"})

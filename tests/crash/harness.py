@@ -256,7 +256,8 @@ class Harness:
 
     def _check_inbox(self, con: sqlite3.Connection, after_kill: bool) -> list[str]:
         """Every message: processed by exactly one turn, or back in received (in_progress only right after a
-        kill, before the restart reclaims it), never lost; failed only once out of retries."""
+        kill, before the restart reclaims it), never lost; failed only once out of tries that were not crashes
+        (a crash gives its try back and counts in ``crash_count``)."""
         found = []
         inputs = [text or "" for (text,) in con.execute("SELECT input FROM turns WHERE input LIKE ?",
                                                          (f"%{TOKEN_PREFIX}%",))]

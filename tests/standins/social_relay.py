@@ -1,11 +1,11 @@
 """A stand-in for the Conway social relay on 127.0.0.1, speaking the reference's wire format.
 
-* ``POST /v1/messages`` ``{from, to, content, signed_at, signature, reply_to?}`` -> ``{id}``. Like a real relay it
+* ``POST /v1/messages`` ``{from, to, content, signed_at, signature, reply_to?, nonce?}`` -> ``{id}``. Like a real relay it
   checks the signature (with eth-account, the oracle, not our code) over
   ``Conway:send:<to lower>:<keccak(content)>:<signed_at>`` and the sizes; a bad one is a 401/400.
 * ``POST /v1/messages/poll`` with ``X-Wallet-Address``, ``X-Signature``, ``X-Timestamp`` over
   ``Conway:poll:<address lower>:<timestamp>``, body ``{cursor, limit}`` -> ``{messages, next_cursor}``; a message
-  is ``{id, from, to, content, signedAt, createdAt, replyTo?, signature}``. The cursor is the index of the next
+  is ``{id, from, to, content, signedAt, createdAt, replyTo?, nonce?, signature}`` (the sender's nonce passed on). The cursor is the index of the next
   message in the relay's log.
 * ``GET /v1/messages/count`` with the same headers -> ``{unread}`` (messages after the last polled cursor).
 
@@ -119,6 +119,8 @@ class SocialRelay:
                    "signature": body["signature"]}
         if body.get("reply_to"):
             message["replyTo"] = body["reply_to"]
+        if isinstance(body.get("nonce"), str):
+            message["nonce"] = body["nonce"]
         self.log.append(message)
         return Reply(201, {"id": message["id"]})
 

@@ -42,6 +42,7 @@ class ToolContext:
     turn_id: str | None = None
     authority: Authority = "agent"
     services: dict[str, Any] = field(default_factory=dict)
+    call_index: int | None = None  # the call's position in its turn: with turn_id, what a replayed turn repeats
 
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], str]

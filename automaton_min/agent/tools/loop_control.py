@@ -52,9 +52,11 @@ class LoopControl(Protocol):
 
 @runtime_checkable
 class Relay(Protocol):
-    """The social relay: sends a signed message; returns its id (a str, a dict with ``id``, or an object with ``.id``)."""
+    """The social relay (``social.relay.RelayClient``): sends a signed message; returns ``{"id": ...}``, or
+    ``{"id": ..., "earlier": SentRecord}`` when this turn and call already sent it."""
 
-    def send(self, to: str, content: str, reply_to: str | None = None) -> Any: ...
+    def send(self, to: str, content: str, reply_to: str | None = None, *, db: Any = None, turn_id: str | None = None,
+             call_index: int | None = None) -> dict[str, Any]: ...
 
 
 @runtime_checkable

@@ -203,10 +203,13 @@ ENTER_LOW_COMPUTE = Tool(ToolSpec(
 def run_send_message(ctx: ToolContext, args: dict[str, Any]) -> str:
     relay = need(ctx, "relay")
     try:
-        answer = relay.send(args["to_address"], args["content"], args.get("reply_to"), db=ctx.db)
+        answer = relay.send(args["to_address"], args["content"], args.get("reply_to"), db=ctx.db,
+                            turn_id=ctx.turn_id, call_index=ctx.call_index)
     except AutomatonError as exc:
         raise ToolFailure(f"message not sent: {exc}") from None
-    ident = answer.get("id") if isinstance(answer, dict) else getattr(answer, "id", answer)
+    if answer.get("earlier") is not None:
+        return answer["earlier"].explain()
+    ident = answer.get("id")
     return f"Message sent to {args['to_address']}" + (f" (id {ident})" if isinstance(ident, str) and ident else "")
 
 
