@@ -39,6 +39,11 @@ from automaton_min.net.http import HttpError, NetworkError, Response
 Send = Callable[..., Response]
 
 SNIPPET_LIMIT = 200
+# The largest answer body taken. The router caps a turn's output at 8,192 tokens at most (a few hundred KB of
+# JSON even in the worst escaping); a bigger body is a broken or hostile server. Parsing it, counting its tokens
+# for every later prompt and storing it in the turn cost seconds a turn on a small device (10 MB: about 8 s per
+# turn on a desktop, for as long as the turn stayed in the recent history), so it is refused, as a failed turn.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MISSING_RESULT = "error: no result was recorded for this tool call"
 REDACTED = "[redacted]"
 
@@ -94,6 +99,7 @@ def post_json(
 ) -> Any:
     """POST ``payload`` and return the parsed JSON answer, or raise ``ProviderError``/``ProviderUnreachable``.
 
+    A body over ``MAX_ANSWER_BYTES`` is a ``ProviderError`` whatever its status, before it is parsed.
     Every error message is one line, names the provider, and has the secrets removed (servers echo keys
     back in 401 messages). A context overflow is ``ContextTooLong``; 401, 403 and 404 are ``ModelUnusable``
     with the setting to change (``refusals``)."""
@@ -106,6 +112,10 @@ def post_json(
         raise
     except RuntimeFailure as exc:  # a resilient client's CircuitOpenError: nothing was sent
         raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from exc
+    if len(response.body) > MAX_ANSWER_BYTES:
+        raise ProviderError(f"inference error ({provider}): {response.status} with a body of {len(response.body):,} bytes, "
+                            f"over the {MAX_ANSWER_BYTES >> 20} MiB no answer reaches within the output-token caps; "
+                            "the server is misbehaving", response.status)
     if not response.ok:
         message = f"inference error ({provider}): {response.status}: {error_detail(response.body, secrets)}"
         overflow = context_overflow(response.status, response.body)
