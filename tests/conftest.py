@@ -90,12 +90,19 @@ class CliResult:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
+def program() -> list[str]:
+    """The automaton-min under test: the one-file binary when ``AUTOMATON_BINARY`` names it (CI runs the crash and
+    fault harnesses a second time that way), else this source tree's ``python -m automaton_min``."""
+    binary = os.environ.get("AUTOMATON_BINARY", "")
+    return [str(Path(binary).absolute())] if binary else [sys.executable, "-m", "automaton_min"]
+
+
 def _run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:
-    """Run ``python -m automaton_min ARGS`` as a real process with the test's environment."""
+    """Run ``automaton-min ARGS`` (``program()``) as a real process with the test's environment."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, "-m", "automaton_min", *args],
+        [*program(), *args],
         input=input if input is not None else "",
         capture_output=True,
         text=True,

@@ -23,6 +23,7 @@ from automaton_min.store.inbox import (
     mark_processed,
     prune_processed,
     reclaim_stale,
+    return_in_flight,
     release_after_failed_turn,
     unprocessed_count,
 )
@@ -197,6 +198,14 @@ def test_a_message_in_flight_at_every_crash_ends_failed_after_the_poison_limit(d
         assert rows(db)["poison"] == (expected, 0, None), crash
     assert crash_counts(db) == {"poison": POISON_CRASHES, "other": 0}
     assert [m.id for m in claim(db, now_ms=clock())] == ["other"]  # the poison no longer blocks the inbox
+
+
+def test_messages_of_a_turn_the_disk_refused_go_back_uncounted(db: Database, clock) -> None:
+    add(db, clock, "m")
+    for _ in range(DEFAULT_MAX_RETRIES + 2):  # more than its tries: none of them is counted
+        claim(db, now_ms=clock())
+        assert return_in_flight(db) == 1
+    assert rows(db)["m"] == ("received", 0, None) and crash_counts(db) == {"m": 0}
 
 
 def test_failed_means_tries_that_failed_not_crashes(db: Database, clock) -> None:

@@ -88,9 +88,9 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         notifier.close()
 
     def after_storage_failure() -> None:  # the failed turn could not put its messages back: do it now
-        from automaton_min.store.inbox import reclaim_stale
+        from automaton_min.store.inbox import return_in_flight
 
-        reclaim_stale(agent.db)
+        return_in_flight(agent.db)  # the disk failed the turn, not the messages: no try, no crash counted
 
     return serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
                  take_wakes=agent.take_wakes, tick=loop_progress.tick,

@@ -9,6 +9,7 @@ States of a row::
                              +--reclaim_stale (after a crash: not a try)--> received
                              |                                          \\-> failed (crash_count >= POISON_CRASHES)
                              +--return_unread (no inference: a budget refused the turn)--> received, retry not counted
+                             +--return_in_flight (the turn could not be written: disk full)--> received, not counted
 
 * ``insert_message`` is deduplicated by id: the relay may deliver a message twice.
 * ``claim`` takes up to ``limit`` claimable rows (``received``, retries left, oldest
@@ -190,6 +191,18 @@ def return_unread(db: "Database", ids: Iterable[str]) -> int:
             (param,),
         )
         return db.connection.changes()
+
+
+def return_in_flight(db: "Database") -> int:
+    """Put back every ``in_progress`` row with its try given back and no crash counted; returns how many.
+
+    For a live process whose turn could not be written (the disk was full): neither the
+    message nor a crash was the cause. Call it only when no turn is under way.
+    """
+    with db.transaction():
+        rows = db.query("UPDATE inbox_messages SET status = 'received', retry_count = MAX(retry_count - 1, 0)"
+                        " WHERE status = 'in_progress' RETURNING id")
+    return len(rows)
 
 
 def reclaim_stale(db: "Database") -> int:

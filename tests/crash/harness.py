@@ -1,7 +1,10 @@
 """The crash harness: run the real ``automaton-min run`` against a loopback model, SIGKILL it (at a named
 ``AUTOMATON_CRASH_AT`` point or after a random delay), restart it, and check ``state.db`` after every kill.
 
-Used by ``tests/crash/test_crash_consistency.py`` (bounded, in CI) and ``tests/bench/bench_crash.py`` (long run).
+Used by ``tests/crash/test_crash_consistency.py`` (bounded, in CI), the same tests against the one-file binary (CI sets
+``AUTOMATON_BINARY``: ``conftest.program()``) and ``tests/bench/bench_crash.py`` (long run).
+Each run is a new session (process group) and a random kill hits the whole group, as a power cut or systemd's
+final SIGKILL does: the one-file binary is a bootloader parent with the Python runtime as its child.
 The model is scripted to keep the agent busy: every answer uses tools (exec, write_file, remember_fact), never
 sleep; the harness puts inbox messages in ``state.db`` between runs so turns have messages to process.
 """
@@ -14,12 +17,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conftest import program
 from standins.model_servers import openai_answer
 
 TOKEN_PREFIX = "crashmsg"
@@ -29,6 +32,15 @@ def _iso(epoch_s: float) -> str:
     from automaton_min.clock import to_iso
 
     return to_iso(int(epoch_s * 1000))
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's whole process group and reap the leader."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def busy_answer(counter=itertools.count()):
@@ -53,6 +65,8 @@ def busy_answer(counter=itertools.count()):
 @dataclass
 class Harness:
     home_root: Path
+    command: tuple[str, ...] = field(default_factory=lambda: tuple(program()))  # the source tree, or the binary
+    base_env: dict[str, str] | None = None  # the environment to start from (default: this process's)
     kills: int = 0
     failures: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # every inbox message id the harness put in
@@ -67,15 +81,16 @@ class Harness:
         return self.home_root / "state.db"
 
     def env(self, crash_at: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "AUTOMATON_CRASH_AT"}
+        env = {k: v for k, v in (os.environ if self.base_env is None else self.base_env).items()
+               if k != "AUTOMATON_CRASH_AT"}
         env["AUTOMATON_HOME"] = str(self.home_root)
         if crash_at:
             env["AUTOMATON_CRASH_AT"] = crash_at
         return env
 
     def start(self, crash_at: str | None = None) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=self.env(crash_at))
+        proc = subprocess.Popen([*self.command, "run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True, env=self.env(crash_at), start_new_session=True)
         proc.lines = []  # type: ignore[attr-defined]
         proc.err = []  # type: ignore[attr-defined]
 
@@ -115,10 +130,10 @@ class Harness:
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            kill_group(proc)
             self.failures.append(f"{point}: the crash point was not reached within {timeout_s} s (kill {self.kills + 1})")
             return False
+        kill_group(proc)  # nothing of the run may outlive it (the binary's bootloader has already ended)
         if code != -signal.SIGKILL:
             self.failures.append(f"{point}: exit {code}, not SIGKILL: {''.join(proc.err)[-800:]}")
             return False
@@ -166,8 +181,7 @@ class Harness:
         if proc.poll() is not None:
             self.failures.append(f"{label}: the process ended by itself ({proc.returncode}): {''.join(proc.err)[-800:]}")
             return
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_group(proc)
         self.kills += 1
         self.check(after_kill=True, label=f"{label} after {delay_s:.2f} s")
 
@@ -189,8 +203,8 @@ class Harness:
         try:
             code = proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+            kill_group(proc)
+            code = proc.returncode
         if code != 0:
             self.failures.append(f"clean run: SIGTERM gave exit {code}: {''.join(proc.err)[-800:]}")
         self.check(after_kill=False, label="clean stop")

@@ -1,10 +1,13 @@
 """Disk full while writing: the real ``automaton-min run`` under RLIMIT_FSIZE, so every write past the limit fails
 with EFBIG (SIGXFSZ ignored) exactly as a write to a full disk fails with ENOSPC: SQLite sees a failed write.
 
-How: the child starts with a soft file-size limit a little above ``state.db`` (the hard limit stays unlimited);
-the scripted model answers with ~150 KB of text a turn, so the WAL crosses the limit within a few turns. Then the
-limit is lifted on the running process (``prlimit``; a process may raise its own soft limit up to the hard one,
-so this needs no root) -- space returns without a restart -- and ``automaton-min wake`` nudges it.
+How: once the agent is up (its first turn committed), every process of the run gets a soft file-size limit a
+little above ``state.db`` (``prlimit`` on the running processes; the hard limit stays unlimited). Set after the
+start, so it also works for the one-file binary (``conftest.program()``), whose bootloader first unpacks files far
+larger than the limit; Python ignores SIGXFSZ, so a write past the limit fails with EFBIG. The scripted model
+answers with ~150 KB of text a turn, so the WAL crosses the limit within a few turns. Then the limit is lifted
+(``prlimit`` again, up to the hard limit, so no root is needed) -- space returns without a restart -- and
+``automaton-min wake`` nudges it.
 
 Asserted: the daemon keeps running while writes fail (it does not exit); the log has one error naming
 ``state.db``, the cause and the fix (free space), and no fatal error; ``PRAGMA integrity_check`` is ok while the
@@ -22,10 +25,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import CREATOR, keep_offline
+from conftest import CREATOR, keep_offline, program
 from faults.support import integrity
 from standins.model_servers import OpenAIServer, openai_answer
 
@@ -50,6 +54,27 @@ def count(db_path, sql: str) -> int:
         con.close()
 
 
+def turns(db_path) -> int:
+    """Committed turns; 0 before the run has created its tables."""
+    import sqlite3
+
+    try:
+        return count(db_path, "SELECT COUNT(*) FROM turns") if db_path.exists() else 0
+    except sqlite3.OperationalError:
+        return 0
+
+
+def run_processes(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc/<pid>/task/<tid>/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            todo += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
 def wait_for(predicate, timeout_s: float, proc) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -70,20 +95,17 @@ def test_the_daemon_survives_a_full_disk_and_recovers_when_space_returns(cli, ho
         assert setup.code == 0, setup.stderr
         keep_offline(home)
         db_path = home.root / "state.db"
-        limit = db_path.stat().st_size + 3 * TEXT
-
-        def limited() -> None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-
         out = open(tmp_path / "run.out", "w+")
-        proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=limited)
+        proc = subprocess.Popen([*program(), "run"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             def log() -> str:
                 out.flush()
                 return (tmp_path / "run.out").read_text()
 
+            assert wait_for(lambda: turns(db_path) >= 1, 30, proc), log()
+            limit = db_path.stat().st_size + 3 * TEXT
+            for pid in run_processes(proc.pid):  # the binary: its bootloader and the Python runtime it started
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
             assert wait_for(lambda: "cannot write" in log(), 30, proc), log()[-3000:]
             time.sleep(0.5)  # the daemon is now waiting for space; it must still be there
             assert proc.poll() is None, log()[-3000:]
@@ -92,7 +114,8 @@ def test_the_daemon_survives_a_full_disk_and_recovers_when_space_returns(cli, ho
             assert line["level"] == "error" and str(db_path) in line["msg"] and "free some space" in line["msg"]
             committed = count(db_path, "SELECT COUNT(*) FROM turns")
 
-            resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            for pid in run_processes(proc.pid):
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
             woke = cli("wake", "space is back")
             assert woke.code == 0, woke.stderr
             assert wait_for(lambda: count(db_path, "SELECT COUNT(*) FROM turns") >= committed + 2, 30, proc), log()[-3000:]

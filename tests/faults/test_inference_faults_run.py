@@ -3,6 +3,7 @@ scripted llama.cpp stand-in answers, in order, four 500s (``Retry-After: 0``, so
 a 200 whose body is cut JSON, a body cut short on the wire (retried after a real backoff of about a second) whose
 retry meets a 10 MB body that is not JSON, then forwards to the server, which keeps the agent busy.
 
+The process is ``conftest.program()``: the source tree, or the one-file binary when ``AUTOMATON_BINARY`` is set.
 Asserted: the process neither exits nor logs a crash (each fault is a ``turn failed`` warning); ``status`` shows
 the last error; turns commit once the server answers; SIGTERM exits 0 and ``integrity_check`` is ok.
 """
@@ -12,10 +13,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
-from conftest import CREATOR, keep_offline
+from conftest import CREATOR, keep_offline, program
 from crash.harness import busy_answer
 from faults.proxy import FaultProxy, Huge, Status, Truncated
 from faults.support import integrity
@@ -37,7 +37,7 @@ def test_the_running_agent_rides_out_inference_faults(cli, home, tmp_path) -> No
                      Huge(10 * 1024 * 1024))
         faults = len(proxy.faults)
         out = open(tmp_path / "run.out", "w+")
-        proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([*program(), "run"], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
         db_path = home.root / "state.db"
         try:

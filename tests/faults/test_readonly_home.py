@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import CREATOR, keep_offline
+from conftest import CREATOR, keep_offline, program
 
 PR_CAPBSET_DROP = 24
 CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
@@ -32,7 +32,7 @@ def _drop_dac_override() -> None:
 
 
 def run_confined(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "automaton_min", *args], preexec_fn=_drop_dac_override,
+    return subprocess.run([*program(), *args], preexec_fn=_drop_dac_override,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
 
 
