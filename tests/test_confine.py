@@ -266,6 +266,17 @@ def test_ordinary_output_passes_untouched() -> None:
     assert guard.scrub(text) is text
 
 
+def test_redact_cleans_every_string_of_a_tool_calls_arguments_and_keeps_clean_ones_as_they_are() -> None:
+    guard, key, _ = guard_and_key()
+    arguments = {"url": "https://x.example/k?v=" + key.hex(), "headers": {"X-" + key.hex()[:20]: "1"},
+                 "list": ["fine", base64.b64encode(key).decode()], "n": 3}
+    cleaned = guard.redact(arguments)
+    assert key.hex()[:16] not in json.dumps(cleaned).lower() and cleaned["n"] == 3 and cleaned["list"][0] == "fine"
+    assert REDACTED in cleaned["url"] and all(REDACTED in k for k in cleaned["headers"])
+    clean = {"path": "notes.md", "content": ["a", {"b": "c"}]}
+    assert guard.redact(clean) is clean and guard.redact(None) is None
+
+
 def test_cancel_ends_the_command_under_way_and_the_spawner_serves_on(confined: ConfinedSandbox) -> None:
     """What a stopping agent does after its grace period: the running command's whole group ends at once."""
     import errno

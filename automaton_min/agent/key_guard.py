@@ -91,6 +91,20 @@ class KeyGuard:
         collect(arguments)
         return any(self.scrub(text) is not text for text in texts)
 
+    def redact(self, value: Any) -> Any:
+        """``value`` (text, or a JSON-like tree of dicts and lists) with key material scrubbed from every string;
+        the same object when there is none. What a model wrote with the key in it is stored this way."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            pairs = [(self.redact(k), self.redact(v)) for k, v in value.items()]
+            unchanged = all(nk is k and nv is v for (nk, nv), (k, v) in zip(pairs, value.items()))
+            return value if unchanged else dict(pairs)
+        if isinstance(value, (list, tuple)):
+            items = [self.redact(item) for item in value]
+            return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+        return value
+
     @staticmethod
     def _find(text: str, alphabet: re.Pattern, windows: set[str], *, fold: bool) -> list[tuple[int, int]]:
         """Spans of ``text`` whose characters of ``alphabet``, read with everything else skipped, match a window."""

@@ -63,6 +63,7 @@ class Hooks(Protocol):
     def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
                   calls_this_turn: tuple[str, ...]) -> str | None: ...
     def clean_result(self, text: str, source: str, now_ms: int) -> str: ...
+    def redact_key(self, value: Any) -> Any: ...                                      # what the model wrote, as stored
     def clean_instruction(self, text: str) -> str: ...
     def prompt_parts(self) -> dict[str, str | None]: ...                             # soul, genesis, constitution, creator_message
     def after_turn(self, turn: StoredTurn) -> None: ...                              # memory ingestion attaches here
@@ -238,7 +239,7 @@ class AgentLoop:
                 authorize=lambda spec, args, n=names: self.hooks.authorize(spec, args, authority, turn_id, n))
             outcomes.append(outcome)
         calls = tuple(
-            StoredToolCall(f"{turn_id}_{i}", o.name, o.arguments,
+            StoredToolCall(f"{turn_id}_{i}", o.name, self.hooks.redact_key(o.arguments),
                            self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "",
                            self.hooks.clean_result(o.error, o.name, self.now()) if o.error else o.error, o.duration_ms,
                            routed.result.tool_calls[i].id)
@@ -246,7 +247,7 @@ class AgentLoop:
         if self._abandon is not None and self._abandon.is_set():
             raise TurnAbandoned()
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
-                          routed.result.content, calls,
+                          self.hooks.redact_key(routed.result.content), calls,
                           {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
                            "totalTokens": routed.input_tokens + routed.output_tokens, **self._context_figures()},
                           routed.cost_cents)

@@ -200,6 +200,11 @@ class RuntimeHooks:
             text = self.key_guard.scrub(text)
         return sanitize(text, source, "tool_result", now_ms=now_ms).content
 
+    def redact_key(self, value: Any) -> Any:
+        """Key material out of what the model wrote (its text, its calls' arguments) before it is stored: a model
+        that got the key must not find it in its own history, and ``state.db`` must not hold it."""
+        return self.key_guard.redact(value) if self.key_guard is not None else value
+
     def clean_instruction(self, text: str) -> str:
         from automaton_min.agent.injection import sanitize
 
