@@ -37,6 +37,7 @@ from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.runtime.crashpoint import crash_point
+from automaton_min.store.db import STORAGE_ERRORS
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
 
@@ -167,13 +168,15 @@ class AgentLoop:
                     self.hooks.return_inbox(claimed)
                     log.info("turn abandoned: the runtime is stopping", extra={"returned_messages": len(claimed)})
                     break
+                if self._uncommitted is not None:  # its retry replays it under the same id
+                    self.open_turns.failed(self._uncommitted, claimed)
+                    self._uncommitted = None
+                if isinstance(exc, STORAGE_ERRORS):  # nothing more can be written: the daemon waits for space
+                    raise
                 if isinstance(exc, (InferenceError, RuntimeFailure)):
                     log.warning("turn failed", extra={"error": str(exc)})
                 else:
                     log.exception("turn crashed")
-                if self._uncommitted is not None:  # its retry replays it under the same id
-                    self.open_turns.failed(self._uncommitted, claimed)
-                    self._uncommitted = None
                 self.hooks.release_inbox(claimed)
                 self.metrics.turn_failed()
                 set_json(self.db, "last_error", {"message": scrub(str(exc) or type(exc).__name__)[:500], "at": to_iso(self.now())}, self.now())

@@ -48,10 +48,19 @@ def test_run_executes_tools_remembers_and_sleeps(cli, home) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, text=True, env=env)
         seen: list[str] = []
+        errors: list[str] = []
+        threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()  # a full pipe must not block it
         try:
-            assert wait_for_line(proc, '"msg":"asleep"', seen), "".join(seen) + proc.stderr.read() if proc.poll() is not None else "".join(seen)
+            assert wait_for_line(proc, '"msg":"asleep"', seen), "".join(seen + errors)
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            try:
+                code = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                code = None
+            rest = proc.stdout.read() if code is None else ""
+            assert code == 0, "".join(seen[-20:]) + rest[-5000:] + "".join(errors)[-5000:]
         finally:
             if proc.poll() is None:
                 proc.kill()
