@@ -500,3 +500,18 @@ def test_refused_connection_message_has_no_body_or_auth(fake: FakeTime) -> None:
     with pytest.raises(NetworkError) as caught:
         client(fake, max_retries=0).request("POST", closed_port_url(), json={"pw": "hunter22"}, headers={"Authorization": "k-123456789"})
     assert "hunter22" not in str(caught.value) and "k-123456789" not in str(caught.value)
+
+
+def test_a_body_past_the_cap_is_read_only_that_far_and_fails_as_a_body(serve, monkeypatch) -> None:
+    from automaton_min.net import http
+    from automaton_min.net.http import HttpError
+
+    monkeypatch.setattr(http, "MAX_BODY_BYTES", 100_000)  # the real cap is 16 MiB; the behaviour is the same
+    with serve("GET", "/big", Reply(200, b'{"a": "' + b"x" * 300_000 + b'"}')) as server:
+        answer = plain_request("GET", server.url + "/big")
+    assert answer.truncated and len(answer.body) == 100_001  # not the 300 KB the server sent
+    with pytest.raises(HttpError, match="over 100,000 bytes"):
+        answer.json()
+    with serve("GET", "/small", Reply(200, {"a": 1})) as server:
+        small = plain_request("GET", server.url + "/small")
+    assert not small.truncated and small.json() == {"a": 1}

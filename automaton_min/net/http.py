@@ -14,6 +14,10 @@ from automaton_min.errors import RuntimeFailure
 
 DEFAULT_TIMEOUT_S = 30.0
 USER_AGENT = "automaton-min"
+# No service this agent talks to answers with more; a bigger body is read only this far (a small device must not
+# hold a broken or hostile server's gigabytes in memory) and marked ``truncated``, so it fails as a body.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+_CHUNK = 64 * 1024
 
 
 class NetworkError(RuntimeFailure):
@@ -35,6 +39,7 @@ class Response:
     headers: Mapping[str, str]
     body: bytes
     url: str = ""
+    truncated: bool = False  # the server sent more than MAX_BODY_BYTES; body holds the first MAX_BODY_BYTES + 1
     _json: Any = field(default=None, repr=False)
 
     @property
@@ -44,6 +49,9 @@ class Response:
     def json(self) -> Any:
         """The body parsed as JSON; ``HttpError`` when it is not JSON."""
         if self._json is None:
+            if self.truncated:
+                raise HttpError(f"{self.url} answered {self.status} with a body over {MAX_BODY_BYTES:,} bytes",
+                                self.status, b"")
             try:
                 self._json = orjson.loads(self.body)
             except orjson.JSONDecodeError:
@@ -74,7 +82,8 @@ def request(
     headers: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Response:
-    """One HTTP request; raises ``NetworkError`` when no answer arrives within ``timeout`` seconds."""
+    """One HTTP request; raises ``NetworkError`` when no answer arrives within ``timeout`` seconds. The body is
+    read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
     import requests
 
     all_headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -83,12 +92,24 @@ def request(
         data = orjson.dumps(json)
         all_headers.setdefault("Content-Type", "application/json")
     try:
-        answer = requests.request(method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False)
+        with requests.request(method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False,
+                              stream=True) as answer:
+            body, truncated = _read_capped(answer)
     except requests.Timeout:
         raise NetworkError(f"{method} {url} timed out after {timeout:g} s") from None
     except requests.RequestException as exc:
         raise NetworkError(f"{method} {url} failed: {type(exc).__name__}") from None
-    return Response(answer.status_code, answer.headers, answer.content, url)
+    return Response(answer.status_code, answer.headers, body, url, truncated)
+
+
+def _read_capped(answer: Any) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    for chunk in answer.iter_content(_CHUNK):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return b"".join(chunks)[:MAX_BODY_BYTES + 1], True
+    return b"".join(chunks), False
 
 
 def expect_ok(response: Response, what: str) -> Response:
