@@ -53,3 +53,47 @@ def test_stop_while_asleep_exits_promptly(clock) -> None:
     runner.start()
     assert done.wait(5), "serve did not return after stop"
     assert code == [0] and cycle.reasons == ["the runtime started"]
+
+
+BUSY_WAITER = """
+import sys
+from automaton_min.runtime.daemon import Signals
+signals = Signals(grace_s=60)
+signals.install()
+print("ready", flush=True)
+while not signals.stop.is_set():
+    # Event.wait holds the event's lock at a few bytecodes where a handler may run; hold it most of the time, so
+    # that a signal is certain to land there instead of once in a while
+    with signals.wake._cond:
+        sum(range(2000))
+    signals.wake.wait(0.0001)
+sys.exit(0)
+"""
+
+
+def test_sigterm_stops_a_daemon_busy_with_its_events_every_time() -> None:
+    """A signal may be handled while the main thread holds ``wake``'s lock (inside ``Event.wait``); a handler that set
+    the events itself then waited for that lock for ever (the race that made a sleeping ``run`` ignore SIGTERM now
+    and then in the suite)."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(7)
+    hung = 0
+    for _ in range(12):
+        proc = subprocess.Popen([sys.executable, "-c", BUSY_WAITER], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.001, 0.05))  # a random moment of the loop: that is the point of the test
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=5) == 0
+        except subprocess.TimeoutExpired:
+            hung += 1
+            proc.kill()
+            proc.wait()
+    assert hung == 0, f"{hung} of 12 ignored SIGTERM"

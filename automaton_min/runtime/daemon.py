@@ -85,17 +85,43 @@ class Signals:
             callback()
 
     def install(self) -> None:
-        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only)."""
-        def stopping(signum, frame) -> None:
-            name = signal.Signals(signum).name
-            if self.stop.is_set():
-                log.warning("second stop signal: exiting now", extra={"signal": name})
-                os._exit(128 + signum)
-            self.request_stop(name)
+        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only).
 
-        signal.signal(signal.SIGTERM, stopping)
-        signal.signal(signal.SIGINT, stopping)
-        signal.signal(signal.SIGUSR1, lambda signum, frame: self.nudge())
+        The Python handlers do nothing: the interpreter writes each signal's number to a pipe (``set_wakeup_fd``)
+        and the ``signals`` thread acts on it. A handler that set the events itself runs on the main thread
+        between two bytecodes, possibly while that thread holds the same event's lock (inside ``wake.wait`` or
+        ``wake.clear``): the handler then waited on that lock for ever and SIGTERM never stopped the daemon."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        for signum in HANDLED:
+            signal.signal(signum, _noted)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, args=(read_fd,), name="signals", daemon=True).start()
+
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            for signum in os.read(read_fd, 64):
+                self.on_signal(signum)
+
+    def on_signal(self, signum: int) -> None:
+        """What a signal means; called on the ``signals`` thread, never inside a signal handler."""
+        if signum == signal.SIGUSR1:
+            self.nudge()
+            return
+        if signum not in HANDLED:
+            return
+        name = signal.Signals(signum).name
+        if self.stop.is_set():
+            log.warning("second stop signal: exiting now", extra={"signal": name})
+            os._exit(128 + signum)
+        self.request_stop(name)
+
+
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+def _noted(signum: int, frame: object) -> None:
+    """The Python-level handler: nothing to do here, the wakeup pipe already carries the signal."""
 
 
 def seconds_until(sleep_until: str | None, now_ms: int) -> float:

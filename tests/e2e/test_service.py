@@ -62,6 +62,8 @@ class Agent:
             self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("SIGTERM did not stop the run within 60 s:\n" + "".join(self.lines[-40:])) from None
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
