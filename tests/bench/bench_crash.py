@@ -7,7 +7,7 @@ of ``tests/crash/harness.py`` (integrity_check, inbox exactly once or back, turn
 nonces unique, leases recover), checked after every kill.
 
 Prints kills done, invariant failures (must be 0), inbox outcomes and time; exits 1 on any failure.
-``BENCH_SEED`` changes the seed.
+``BENCH_SEED`` changes the seed; ``AUTOMATON_BINARY=dist/automaton-min`` runs it against the one-file binary.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/: the stand-ins and the harness
 
 import orjson  # noqa: E402
 
+from conftest import program  # noqa: E402
 from crash.harness import Harness, busy_answer  # noqa: E402
 from standins.model_servers import OpenAIServer  # noqa: E402
 
@@ -43,7 +44,7 @@ def main() -> int:
         env = {**os.environ, "AUTOMATON_HOME": str(home)}
         env.pop("AUTOMATON_CRASH_AT", None)
         model.script(*[busy_answer()] * (KILLS * 40 + 200))
-        subprocess.run([sys.executable, "-m", "automaton_min", "setup", "--name", "bench", "--genesis-prompt", "Keep notes.",
+        subprocess.run([*program(), "setup", "--name", "bench", "--genesis-prompt", "Keep notes.",
                         "--creator-address", CREATOR, "--openai-base-url", model.url, "--inference-model", "bench-model",
                         "--yes"], env=env, check=True, capture_output=True)
         config = orjson.loads((home / "automaton.json").read_bytes())
@@ -71,14 +72,17 @@ def main() -> int:
         harness.clean_run(turns=3)
         outcome = dict(harness.rows("SELECT status, COUNT(*) FROM inbox_messages GROUP BY status"))
         turns = harness.count("SELECT COUNT(*) FROM turns")
+        crashed = harness.rows("SELECT COUNT(*), COALESCE(MAX(crash_count), 0) FROM inbox_messages WHERE crash_count > 0")[0]
     elapsed = time.monotonic() - started
+    print(f"program: {' '.join(program())}")
     print(f"kills: {harness.kills} ({len(harness.points)} at crash points, {harness.kills - len(harness.points)} at random"
           f" moments; seed {SEED})")
     print(f"invariant failures: {len(harness.failures)}")
     for failure in harness.failures[:20]:
         print(f"  {failure}")
     print(f"turns committed: {turns}; inbox messages: {len(harness.messages)} {outcome}; "
-          f"heartbeat leases recovered: {harness.leases_recovered}")
+          f"heartbeat leases recovered: {harness.leases_recovered}; messages in flight at a kill: {crashed[0]}"
+          f" (at most {crashed[1]} kills each, none counted as a try)")
     print(f"time: {elapsed:.1f} s ({elapsed / max(harness.kills, 1):.2f} s per kill)")
     return 1 if harness.failures or harness.kills < KILLS else 0
 

@@ -84,6 +84,11 @@ class Harness:
         env = {k: v for k, v in (os.environ if self.base_env is None else self.base_env).items()
                if k != "AUTOMATON_CRASH_AT"}
         env["AUTOMATON_HOME"] = str(self.home_root)
+        # The one-file binary unpacks itself into TMPDIR, and a killed one cannot clean up: keep that next to the
+        # home, where the test's own clean-up removes it (systemd's RuntimeDirectory does the same for the unit).
+        scratch = self.home_root.parent / "tmp"
+        scratch.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(scratch)
         if crash_at:
             env["AUTOMATON_CRASH_AT"] = crash_at
         return env
@@ -248,6 +253,8 @@ class Harness:
             found += self._check_leases(con, after_kill)
             for extra in self.extra_checks:
                 found += extra(con)
+        except sqlite3.DatabaseError as exc:  # too damaged to check: that is the finding
+            found.append(f"state.db unreadable: {exc}")
         finally:
             con.close()
         self.failures += [f"{label}: {f}" for f in found]
