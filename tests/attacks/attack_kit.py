@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from automaton_min.agent.key_guard import REDACTED, KeyGuard
 from automaton_min.home import Home
 from automaton_min.observe.log import ROOT_LOGGER, configure_logging
-from standins.model_servers import openai_answer
+from standins.model_servers import OpenAIServer, openai_answer
+from standins.social_relay import SocialRelay
 
 LOG_REDACTED = "[redacted]"  # observe.log.scrub's marker for a registered secret (the wallet key among them)
 _SEPARATORS = re.compile(r"[^0-9a-fA-F]")
@@ -189,3 +192,17 @@ def run_until_asleep(home_root: Path, argv: list[str], env: dict[str, str] | Non
             proc.wait()
     thread.join(timeout=10)
     return "".join(seen)
+
+
+# Fixtures (imported by the attack modules): the scripted model the attacker speaks through, and the loopback relay.
+
+@pytest.fixture
+def model():
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
+
+
+@pytest.fixture
+def relay(clock):
+    with SocialRelay(clock) as server:
+        yield server

@@ -18,13 +18,7 @@ import orjson
 import pytest
 
 from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, turn
-from standins.model_servers import OpenAIServer
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
+from attack_kit import model  # noqa: F401 (fixtures)
 
 
 def plant(home, pid: int) -> None:

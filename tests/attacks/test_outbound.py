@@ -15,28 +15,15 @@ import json
 import pytest
 
 from attack_kit import KeyWatch, capture_logs, finish, stored_calls, tool_messages, turn
-from standins.model_servers import OpenAIServer
-from standins.social_relay import SocialRelay
+from attack_kit import model, relay  # noqa: F401 (fixtures)
 from test_x402 import EchoServer
 
 ATTACKER = "0x" + "ad" * 20
 
 
 @pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
-
-
-@pytest.fixture
 def echo():
     with EchoServer() as server:
-        yield server
-
-
-@pytest.fixture
-def relay(clock):
-    with SocialRelay(clock) as server:
         yield server
 
 

@@ -13,22 +13,16 @@ import sys
 import pytest
 
 from attack_kit import KeyWatch, finish, run_until_asleep, turn
+from attack_kit import model  # noqa: F401 (fixtures)
 from automaton_min.store.db import open_database
 from conftest import CREATOR, keep_offline
 from standins.conway_api import ConwayApi
-from standins.model_servers import OpenAIServer
 
 HOUR_MS = 3_600_000
 POLICY = {"maxSingleTransferCents": 400, "maxHourlyTransferCents": 1000, "maxDailyTransferCents": 2500,
           "minimumReserveCents": 1000, "transferCooldownMs": 0, "maxTransfersPerTurn": 10,
           "requireConfirmationAboveCents": 1000}
 THIEF = "0x" + "be" * 20
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ import re
 import pytest
 
 from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, tool_messages, turn
+from attack_kit import model  # noqa: F401 (fixtures)
 from automaton_min.clock import system_now
 from automaton_min.store.db import open_database
 from standins.evm import USDC_ADDRESS, eth_account_sign_authorization
 from standins.loopback_http import LoopbackServer, Reply, Request
-from standins.model_servers import OpenAIServer
 
 ATTACKER = "0x" + "ad" * 20
 CAP_CENTS = 1  # maxX402PaymentCents in these tests: 10_000 atomic USDC a payment
@@ -84,12 +84,6 @@ class EchoServer:
         echoed = {"method": request.method, "path": request.path, "query": request.query, "headers": request.headers,
                   "body": request.body.decode("utf-8", "replace")}
         return Reply(200, echoed)
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
 
 
 @pytest.fixture

@@ -10,11 +10,7 @@ unknown to it. Every remote service the agent could call points at a closed loop
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import orjson
@@ -27,6 +23,7 @@ from automaton_min.confine.landlock import abi_version
 from automaton_min.store.db import open_database
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury.spend import SpendTracker
+from attacks.attack_kit import run_until_asleep
 from conftest import CREATOR
 from standins.model_servers import OpenAIServer, openai_answer
 
@@ -112,32 +109,6 @@ def script(home: Path) -> list[dict]:
     return turns
 
 
-def run_until_asleep(home: Path, argv: list[str]) -> str:
-    """Run the agent as a real process until it logs that it sleeps; SIGTERM; its output."""
-    env = {**os.environ, "AUTOMATON_HOME": str(home), "AUTOMATON_TEST_TOKEN": ENV_CANARY}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env)
-    seen: list[str] = []
-    asleep = threading.Event()
-
-    def reader() -> None:
-        for line in proc.stdout:
-            seen.append(line)
-            if '"msg":"asleep"' in line:
-                asleep.set()
-
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    try:
-        assert asleep.wait(120), "".join(seen)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, "".join(seen)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    thread.join(timeout=10)
-    return "".join(seen)
-
-
 def everything_stored(db_file: Path) -> str:
     """Every row of every table, as text."""
     with open_database(db_file) as db:
@@ -167,7 +138,7 @@ def test_the_theft_corpus_gets_nothing_and_changes_nothing(cli, home, policy: st
         argv = [sys.executable, "-m", "automaton_min", "run"]
         if policy == "command rules off":
             argv = [sys.executable, "-c", NO_COMMAND_RULES, "run"]
-        output = run_until_asleep(home.root, argv)
+        output = run_until_asleep(home.root, argv, {"AUTOMATON_TEST_TOKEN": ENV_CANARY}, timeout_s=120)
         bodies = "\n".join(orjson.dumps(r.body).decode() for r in model.requests)
         assert model.pending == 0, output
 

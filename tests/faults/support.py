@@ -1,4 +1,5 @@
-"""Shared pieces of the fault tests: one test clock for the agent and the resilient HTTP layer, and helpers.
+"""Shared pieces of the fault tests: the clock for the agent and the resilient HTTP layer (the fixture
+``fault_clock``), the scripted model (``model``; a module that puts a fault proxy in front overrides it), and helpers.
 
 ``FaultClock`` is the agent's clock (epoch ms, like ``conftest.FixedClock``) and also the resilient layer's
 monotonic clock, wall clock and ``sleep``: a retry's wait is recorded in ``waits`` and moves the one clock
@@ -15,6 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FixedClock
+from standins.model_servers import OpenAIServer
+
+# Every model name the router may pick, so any tier's turn reaches the scripted stand-in.
+SCRIPTED = {"inferenceModel": "scripted-model", "lowComputeModel": "scripted-model", "criticalModel": "scripted-model"}
 
 
 class FaultClock(FixedClock):
@@ -51,6 +56,28 @@ def fault_clock(monkeypatch: pytest.MonkeyPatch) -> FaultClock:
     monkeypatch.setattr(resilient, "ResilientHttp", ClockedHttp)
     monkeypatch.setattr(resilient, "_registry", resilient.BreakerRegistry(now=clock.monotonic))
     return clock
+
+
+@pytest.fixture
+def agent_clock(fault_clock):
+    """Import it (with ``fault_clock``) to run the agent on the fault clock too."""
+    return fault_clock
+
+
+@pytest.fixture
+def conway():
+    """The Conway stand-in with a balance of 1,234 cents."""
+    from standins.conway_api import ConwayApi
+
+    with ConwayApi(balance_cents=1234) as api:
+        yield api
+
+
+@pytest.fixture
+def model():
+    """The scripted llama.cpp stand-in (modules that put a fault proxy in front override it)."""
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
 
 
 def integrity(db_path: Path) -> str:

@@ -16,34 +16,16 @@ import json
 import orjson
 import pytest
 
-from faults.support import fault_clock  # noqa: F401 (fixture)
+from faults.support import SCRIPTED
+from faults.support import agent_clock, conway, fault_clock, model  # noqa: F401 (fixtures)
 from automaton_min.agent.states import read_agent_state
 from automaton_min.net.resilient import breaker_for
 from automaton_min.store.kv import set_value
 from automaton_min.tiers import tier_for_credits
-from standins.conway_api import ConwayApi
-from standins.model_servers import OpenAIServer, openai_answer
+from standins.model_servers import openai_answer
 
 BALANCE = "/v1/credits/balance"
 FALSE_STATES = {"dead", "critical", "low_compute"}
-SCRIPTED = {"inferenceModel": "scripted-model", "lowComputeModel": "scripted-model", "criticalModel": "scripted-model"}
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
-
-
-@pytest.fixture
-def agent_clock(fault_clock):  # noqa: F811
-    return fault_clock
-
-
-@pytest.fixture
-def conway():
-    with ConwayApi(balance_cents=1234) as api:
-        yield api
 
 
 def cycle(agent, model, clock, *, minutes: int = 2) -> None:

@@ -17,7 +17,8 @@ from email.utils import formatdate
 import pytest
 
 from faults.proxy import FaultProxy, Huge, Status, Truncated
-from faults.support import fault_clock, last_error  # noqa: F401 (fixture)
+from faults.support import last_error
+from faults.support import agent_clock, fault_clock  # noqa: F401 (fixtures)
 from automaton_min.store import inbox
 from standins.model_servers import OpenAIServer, openai_answer
 
@@ -35,11 +36,6 @@ def model(server):
     """What ``agent_for`` points the agent at: the fault proxy in front of the scripted server."""
     with FaultProxy(server.url, only=CHAT) as proxy:
         yield proxy
-
-
-@pytest.fixture
-def agent_clock(fault_clock):  # noqa: F811
-    return fault_clock
 
 
 def turns(agent) -> list[tuple[str, str]]:

@@ -16,25 +16,15 @@ from eth_account import Account
 from eth_utils import keccak
 
 from faults.proxy import FaultProxy
-from faults.support import fault_clock, last_error  # noqa: F401 (fixture)
+from faults.support import last_error
+from faults.support import agent_clock, fault_clock, model  # noqa: F401 (fixtures)
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.social.task import check_social_inbox
 from automaton_min.store import inbox
-from standins.model_servers import OpenAIServer, openai_answer
+from standins.model_servers import openai_answer
 from standins.social_relay import SocialRelay
 
 FRIEND = Account.from_key(keccak(text="faults:friend"))
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
-
-
-@pytest.fixture
-def agent_clock(fault_clock):  # noqa: F811
-    return fault_clock
 
 
 @pytest.fixture

@@ -14,29 +14,10 @@ import json
 
 import pytest
 
-from faults.support import fault_clock  # noqa: F401 (fixture)
+from faults.support import SCRIPTED
+from faults.support import agent_clock, conway, fault_clock, model  # noqa: F401 (fixtures)
 from automaton_min.agent.states import read_agent_state
-from standins.conway_api import ConwayApi
-from standins.model_servers import OpenAIServer, openai_answer
-
-SCRIPTED = {"inferenceModel": "scripted-model", "lowComputeModel": "scripted-model", "criticalModel": "scripted-model"}
-
-
-@pytest.fixture
-def model():
-    with OpenAIServer(mode="llamacpp") as server:
-        yield server
-
-
-@pytest.fixture
-def agent_clock(fault_clock):  # noqa: F811
-    return fault_clock
-
-
-@pytest.fixture
-def conway():
-    with ConwayApi(balance_cents=1234) as api:
-        yield api
+from standins.model_servers import openai_answer
 
 
 def cycle(agent, model, clock, answer=None) -> None:

@@ -21,13 +21,12 @@ import time
 import orjson
 
 from conftest import CREATOR, keep_offline, program
-from faults.support import integrity
+from faults.support import SCRIPTED, integrity
 from standins.conway_api import ConwayApi
 from standins.model_servers import OpenAIServer, openai_answer
 
 CLOSED = "http://127.0.0.1:9"
 FRIEND = "0x" + "f2" * 20
-SCRIPTED = {"inferenceModel": "scripted-model", "lowComputeModel": "scripted-model", "criticalModel": "scripted-model"}
 
 
 def reach_out(body):
