@@ -109,6 +109,17 @@ class KeyWatch:
         self.assert_clean("a state.db row", every_row(home.default_db_path), allow_redacted=allow_redacted)
 
 
+    def assert_agent_clean(self, agent: Any, model: Any, log: io.StringIO, home: Home, canary: str) -> None:
+        """Every tool result and error, every request the model received, the log and ``state.db``: no key
+        material, and not the daemon's environment (``canary``, a value planted in it)."""
+        agent.db.checkpoint()
+        for where, text in {"a tool result or error": json.dumps(stored_calls(agent.db)),
+                            "a model request": request_bodies(model), "the log": log.getvalue()}.items():
+            self.assert_clean(where, text)
+            assert canary not in text, f"the daemon's environment in {where}"
+        self.assert_home_clean(home)
+
+
 def every_row(db_file: Path) -> str:
     """Every row of every table, as text (read-only: nothing is migrated or written)."""
     con = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)

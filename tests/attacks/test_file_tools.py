@@ -11,13 +11,12 @@ state.db (its bytes and its rows) or any error text.
 
 from __future__ import annotations
 
-import json
 import os
 
 import orjson
 import pytest
 
-from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, turn
+from attack_kit import KeyWatch, capture_logs, finish, stored_calls, turn
 from attack_kit import model  # noqa: F401 (fixtures)
 
 
@@ -119,10 +118,4 @@ def test_file_tools_never_read_or_overwrite_the_key_or_the_runtimes_files(agent_
     assert home.default_db_path.stat().st_ino == db_inode
     config = orjson.loads(home.config_path.read_bytes())  # update_genesis_prompt changed that one string, nothing else
     assert {k: v for k, v in config.items() if k != "genesisPrompt"} == {k: v for k, v in config_before.items() if k != "genesisPrompt"}
-    agent.db.checkpoint()
-
-    for where, text in {"a tool result or error": json.dumps(done), "a model request": request_bodies(model),
-                        "the log": log.getvalue()}.items():
-        watch.assert_clean(where, text)
-        assert ENV_CANARY not in text, f"the daemon's environment in {where}"
-    watch.assert_home_clean(home)
+    watch.assert_agent_clean(agent, model, log, home, ENV_CANARY)

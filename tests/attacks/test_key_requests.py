@@ -10,9 +10,7 @@ return key material or the daemon's environment, and the key must not reach the 
 
 from __future__ import annotations
 
-import json
-
-from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, turn
+from attack_kit import KeyWatch, capture_logs, finish, stored_calls, turn
 from attack_kit import model  # noqa: F401 (fixtures)
 
 ENV_CANARY = "env-canary-8c2d4e6f1a"
@@ -55,11 +53,6 @@ def test_every_way_of_asking_for_the_key_gets_nothing(agent_for, model, home, mo
     assert model.pending == 0
     done = stored_calls(agent.db)
     assert len(done) == len(SELF_REPORTS) + len(EXEC_ASKS) + 5 + 1
-    agent.db.checkpoint()
-    for where, text in {"a tool result or error": json.dumps(done), "a model request": request_bodies(model),
-                        "the log": log.getvalue()}.items():
-        watch.assert_clean(where, text)
-        assert ENV_CANARY not in text, f"the daemon's environment in {where}"
-    watch.assert_home_clean(home)
+    watch.assert_agent_clean(agent, model, log, home, ENV_CANARY)
     synopsis = next(result for name, _, result, _ in done if name == "system_synopsis")
     assert agent.wallet.address in synopsis  # the public address is what the self-reports show
