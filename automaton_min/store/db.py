@@ -192,6 +192,9 @@ def open_database(
     except BaseException as exc:
         if connection is not None:
             connection.close()
+        if isinstance(exc, STORAGE_ERRORS):  # the disk refuses writes: the file itself may be fine
+            raise DatabaseError(f"cannot write {path} ({_describe(exc)}): the disk may be full or read-only; free some "
+                                "space on it (df -h) and start again") from None
         if isinstance(exc, apsw.Error):  # damaged file, unreadable schema_version, ...: one line, not a raw apsw error
             raise DatabaseError(f"{path} cannot be opened as a database ({_describe(exc)}); run: automaton-min doctor") from None
         raise

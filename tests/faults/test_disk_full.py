@@ -19,6 +19,7 @@ mid-transaction surfaces as the storage error itself, and the same connection wr
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -131,6 +132,27 @@ def test_the_daemon_survives_a_full_disk_and_recovers_when_space_returns(cli, ho
     assert "fatal error" not in text and "turn crashed" not in text  # one clear line, no traceback
     assert integrity(db_path) == "ok"
     assert count(db_path, "SELECT COUNT(*) FROM inbox_messages WHERE status = 'in_progress'") == 0
+
+
+@pytest.mark.skipif(bool(os.environ.get("AUTOMATON_BINARY")), reason="the one-file binary unpacks itself into TMPDIR "
+                    "before any of its code runs, so a file-size limit from the start stops the bootloader instead")
+def test_a_disk_full_at_start_is_one_line_and_exit_1(cli, home) -> None:
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Keep notes.", "--creator-address", CREATOR,
+                "--openai-base-url", "http://127.0.0.1:9", "--inference-model", "scripted-model", "--yes")
+    assert setup.code == 0, setup.stderr
+    keep_offline(home)
+    assert cli("status").code == 0  # the database exists and is migrated: what is left at start are writes
+
+    def full() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))  # no file may grow at all
+
+    result = subprocess.run([*program(), "run"], preexec_fn=full, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=60)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1 and "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert f"cannot write {home.root / 'state.db'}" in lines[0] and "free some space" in lines[0]
+    assert integrity(home.root / "state.db") == "ok"
 
 
 CHILD = textwrap.dedent("""
