@@ -3,6 +3,7 @@ Conway stand-in, a real EVM with the x402 SDK's server, a real database and home
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import os
 import stat
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from automaton_min.agent.loop import LoopState
 from automaton_min.agent.tools.base import ToolContext
 from automaton_min.agent.tools.builtin import IDLE_ONLY_TOOLS, MUTATING_TOOLS, STATUS_CHECK_TOOLS, builtin_tools
-from automaton_min.agent.tools.loop_control import LoopControl
+from automaton_min.agent.tools.loop_control import TRANSFERS_KEY
+from automaton_min.agent.tools.services import LoopControl, ToolServices
 from automaton_min.agent.tools.money import TOPUP_TIERS_USD
 from automaton_min.agent.tools.registry import MAX_RESULT_CHARS, ToolOutcome, ToolRegistry
 from automaton_min.chain.wallet import Wallet, create_wallet
@@ -77,13 +79,29 @@ def loop() -> LoopState:
     return LoopState()
 
 
+@dataclass
+class StubBalances:
+    """Balances as a test sets them: a value, or a callable (which may raise)."""
+
+    credits: Any = 1234
+    usdc: Any = None
+
+    def credits_cents(self) -> Any:
+        return self.credits() if callable(self.credits) else self.credits
+
+    def usdc_atomic(self) -> Any:
+        return self.usdc() if callable(self.usdc) else self.usdc
+
+
 @pytest.fixture
 def make_ctx(db, config, clock, home, workspace, loop):
-    def make(authority: str = "agent", **services: Any) -> ToolContext:
-        base = {"sandbox": workspace, "home": home, "loop": loop, "wallet_address": FRIEND, "credits_cents": lambda: 1234,
-                "transfers_this_turn": 0}
-        base.update(services)
-        return ToolContext(db, config, clock, "turn-1", authority, {k: v for k, v in base.items() if v is not ...})
+    def make(authority: str = "agent", *, credits_cents: Any = 1234, usdc_balance: Any = None,
+             transfers_this_turn: int | None = None, **services: Any) -> ToolContext:
+        if transfers_this_turn is not None:
+            loop.extra[TRANSFERS_KEY] = transfers_this_turn
+        base = {"sandbox": workspace, "home": home, "loop": loop, "wallet_address": FRIEND,
+                "balances": StubBalances(credits_cents, usdc_balance), **services}
+        return ToolContext(db, config, clock, "turn-1", authority, ToolServices(**base))
     return make
 
 
@@ -187,7 +205,7 @@ def test_bad_arguments_are_a_readable_error_and_nothing_runs(make_ctx, loop, nam
     ("list_sandboxes", {}, "conway"),
     ("check_credits", {}, "conway"),
     ("transfer_credits", {"to_address": FRIEND, "amount_cents": 5}, "conway"),
-    ("check_usdc_balance", {}, "usdc_balance"),
+    ("check_usdc_balance", {}, "balances"),
     ("topup_credits", {"amount_usd": 5}, "payer"),
     ("x402_fetch", {"url": "https://conway.tech/x"}, "payer"),
     ("sleep", {"duration_seconds": 60}, "loop"),
@@ -202,7 +220,7 @@ def test_bad_arguments_are_a_readable_error_and_nothing_runs(make_ctx, loop, nam
     ("modify_heartbeat", {"action": "remove", "name": "x"}, "heartbeat"),
 ])
 def test_a_missing_service_is_named(db, config, clock, name, args, service) -> None:
-    ctx = ToolContext(db, config, clock, "turn-1", "agent", {"conway": None})
+    ctx = ToolContext(db, config, clock, "turn-1", "agent", ToolServices())
     assert f"(service '{service}' is missing)" in fails(ctx, name, args)
 
 
@@ -240,7 +258,7 @@ def test_exec_reports_exit_code_stdout_and_stderr(make_ctx) -> None:
     result = ok(make_ctx(), "exec", {"command": "echo out; echo err >&2; pwd; exit 3"})
     lines = result.splitlines()
     assert lines[0] == "exit_code: 3"
-    assert "stdout:\nout" in result and "stderr:\nerr" in result and str(make_ctx().services["sandbox"].workspace) in result
+    assert "stdout:\nout" in result and "stderr:\nerr" in result and str(make_ctx().services.sandbox.workspace) in result
     assert "timed_out" not in result and "truncated" not in result
 
 
@@ -436,8 +454,9 @@ def test_a_transfer_with_an_unknown_balance_or_count_is_refused(make_ctx, api, c
     error = fails(make_ctx(conway=conway), "transfer_credits", {"to_address": FRIEND, "amount_cents": 100})
     assert "credit balance is unknown" in error
     api.clear_faults()
-    no_count = ToolContext(db, config, clock, "t", "agent", {"conway": conway})
-    assert "transfers_this_turn" in fails(no_count, "transfer_credits", {"to_address": FRIEND, "amount_cents": 100})
+    no_count = ToolContext(db, config, clock, "t", "agent", ToolServices(conway=conway))
+    assert "number of transfers made this turn is unknown" in fails(no_count, "transfer_credits",
+                                                                    {"to_address": FRIEND, "amount_cents": 100})
     assert transfer_requests(api) == []
 
 
@@ -702,7 +721,7 @@ def test_config_changes_work_on_the_runtimes_plain_dict_and_save_no_process_only
     registry.seed_baseline()
     live = config.values  # what the runtime hands the loop and the router
     live["conwayApiKey"] = "cnwy_k_from_the_environment_0001"
-    ctx = ToolContext(db, live, clock, "turn-1", "agent", {"home": home, "registry": registry})
+    ctx = ToolContext(db, live, clock, "turn-1", "agent", ToolServices(home=home, registry=registry))
     ok(ctx, "switch_model", {"model_id": "gpt-5-mini"})
     ok(ctx, "update_genesis_prompt", {"new_prompt": "Sell summaries.", "reason": "demand"})
     assert (live["inferenceModel"], live["modelStrategy"]["inferenceModel"], live["genesisPrompt"]) == ("gpt-5-mini", "gpt-5-mini", "Sell summaries.")

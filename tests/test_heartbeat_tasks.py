@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from automaton_min.agent.states import read_agent_state, set_agent_state
+from automaton_min.agent.tools.services import ToolServices
 from automaton_min.clock import to_iso
 from automaton_min.config import config_from
 from automaton_min.conway.client import ConwayClient
@@ -206,7 +207,7 @@ def test_modify_heartbeat_tool_changes_the_schedule_and_pokes(db, home, clock):
     ensure_schedule(db, home, config_from({}), clock())
     pokes = []
     control = HeartbeatControl(db, poke=lambda: pokes.append(1), now=clock)
-    ctx = ToolContext(db, config_from({}), clock, services={"heartbeat": control})
+    ctx = ToolContext(db, config_from({}), clock, services=ToolServices(heartbeat=control))
     text = run_modify_heartbeat(ctx, {"action": "update", "name": "health_check", "schedule": "0 * * * *"})
     assert "updated health_check" in text and pokes == [1]
     assert sched.read_row(db, "health_check").cron_expression == "0 * * * *"

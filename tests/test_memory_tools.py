@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from automaton_min.agent.tools.base import ToolContext
+from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.tools.builtin import MUTATING_TOOLS, STATUS_CHECK_TOOLS, builtin_tools
 from automaton_min.agent.tools.memory_tools import AGENT_SESSION
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
@@ -29,7 +30,7 @@ def make_ctx(db, clock):
     config = config_from({"name": "ada", "genesisPrompt": "Earn your keep.", "creatorAddress": CREATOR})
 
     def make(authority: str = "agent") -> ToolContext:
-        return ToolContext(db, config, clock, "turn-1", authority, {})
+        return ToolContext(db, config, clock, "turn-1", authority, ToolServices())
     return make
 
 

@@ -9,6 +9,7 @@ import pytest
 from eth_account import Account
 
 from automaton_min.agent.tools.base import ToolContext
+from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.tools.survival import run_send_message
 from automaton_min.chain.wallet import Wallet
 from automaton_min.clock import system_now, to_iso
@@ -109,14 +110,14 @@ def test_outbound_limit_is_durable_and_rolling(relay, clock, db) -> None:
 
 
 def test_send_message_tool_uses_the_relay_service(relay, agent, clock, db) -> None:
-    ctx = ToolContext(db, config(), clock, services={"relay": agent})
+    ctx = ToolContext(db, config(), clock, services=ToolServices(relay=agent))
     assert "id msg-000001" in run_send_message(ctx, {"to_address": CREATOR, "content": "from the tool"})
     assert relay.log[0]["content"] == "from the tool"
 
 
 def test_a_turns_call_sends_once_and_carries_an_id_derived_from_turn_and_call(relay, agent, clock, db) -> None:
     def call(turn_id, index, content="the answer"):
-        ctx = ToolContext(db, config(), clock, turn_id=turn_id, services={"relay": agent}, call_index=index)
+        ctx = ToolContext(db, config(), clock, turn_id=turn_id, services=ToolServices(relay=agent), call_index=index)
         return run_send_message(ctx, {"to_address": CREATOR, "content": content})
 
     assert "id msg-000001" in call("01TURN", 0)
@@ -135,7 +136,7 @@ def test_a_turns_call_sends_once_and_carries_an_id_derived_from_turn_and_call(re
 def test_a_send_cut_off_after_the_relay_took_it_is_not_sent_again(relay, agent, clock, db) -> None:
     message_id = sent_log.message_id(AGENT, "01CUT", 0)  # the state a kill at message_sent leaves
     sent_log.reserve(db, message_id, "01CUT", CREATOR, "0x00", clock())
-    ctx = ToolContext(db, config(), clock, turn_id="01CUT", services={"relay": agent}, call_index=0)
+    ctx = ToolContext(db, config(), clock, turn_id="01CUT", services=ToolServices(relay=agent), call_index=0)
     assert "may have been delivered" in run_send_message(ctx, {"to_address": CREATOR, "content": "hi"})
     assert relay.log == []  # at most once
 

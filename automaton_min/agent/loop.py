@@ -26,6 +26,7 @@ from automaton_min.agent.prompts import Identity, Status, creator_note, status_b
 from automaton_min.agent.survival import FinancialReading
 from automaton_min.agent.tools.base import ToolContext, ToolSpec
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
+from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, from_iso, to_iso
@@ -96,7 +97,7 @@ class LoopState:
 
 class AgentLoop:
     def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
-                 now: Clock, services: dict[str, Any] | None = None, started_ms: int | None = None,
+                 now: Clock, services: ToolServices | None = None, started_ms: int | None = None,
                  metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None) -> None:
         self.db = db
         self.config = config
@@ -105,7 +106,7 @@ class AgentLoop:
         self.tools = tools
         self.hooks = hooks
         self.now = now
-        self.services = services or {}
+        self.services = services or ToolServices()
         self.metrics = metrics
         self.context = context or TurnContextBuilder(
             db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config)), HistoryFolder(db, now))
@@ -233,7 +234,7 @@ class AgentLoop:
             return Verdict("sleep", 600, f"inference not allowed: {routed.limit}")
 
         outcomes: list[ToolOutcome] = []
-        ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, {**self.services, "loop": loop_state})
+        ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, self.services.for_turn(loop_state))
         for index, call in enumerate(routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]):
             self.progress()
             names = tuple(o.name for o in outcomes)

@@ -32,7 +32,7 @@ def ensure_schedule(db: "Database", home: "Home", config: "Config", now_ms: int,
 
 
 class HeartbeatService(Protocol):
-    """What the ``modify_heartbeat`` tool needs (ToolContext services["heartbeat"])."""
+    """What the ``modify_heartbeat`` tool needs (ToolServices.heartbeat)."""
 
     def modify(self, action: str, name: str, *, schedule: str | None = None, task: str | None = None,
                enabled: bool | None = None) -> str: ...

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from automaton_min.agent.key_guard import KeyGuard
 from automaton_min.agent.loop import AgentLoop
@@ -17,6 +17,7 @@ from automaton_min.agent.survival import FinancialCache, FinancialReading, asses
 from automaton_min.agent.tools.base import ToolSpec
 from automaton_min.agent.tools.loop_control import LOW_COMPUTE_KEY
 from automaton_min.agent.tools.registry import ToolRegistry
+from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
@@ -228,6 +229,21 @@ class RuntimeHooks:
                 "genesis": self.config.get("genesisPrompt"), "creator_message": self.config.get("creatorMessage")}
 
 
+@dataclass(frozen=True)
+class LiveBalances:
+    """The balances the tools report: credits as the loop's cache knows them, USDC read from the node."""
+
+    hooks: RuntimeHooks
+    read_usdc: Callable[[], int]
+    now: Clock
+
+    def credits_cents(self) -> int | None:
+        return self.hooks.finances(self.now()).credits_cents
+
+    def usdc_atomic(self) -> int:
+        return self.read_usdc()
+
+
 @dataclass
 class Agent:
     """The assembled agent: its loop and the parts the runtime around it drives."""
@@ -340,9 +356,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
 
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
                          topup=inline_topup if conway else None, key_guard=key_guard, metrics=metrics)
-    services = {"sandbox": sandbox, "conway": conway, "home": home, "wallet_address": wallet.address, "payer": payer,
-                "registry": registry, "relay": relay, "usdc_balance": (lambda: usdc_balance(node, wallet.address, BASE)),
-                "credits_cents": (lambda: hooks.finances(now()).credits_cents)}
+    services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
+                            balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay)
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db))
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,

@@ -15,6 +15,7 @@ left sleeping, the run is recorded, the WAL is folded back, and the process exit
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from automaton_min.clock import Clock, system_now
 from automaton_min.config import Config, db_path
@@ -66,7 +67,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         scheduler = Scheduler(home, config, db_path(home, config), tasks, factory, WakeBus(signals.wake),
                               now=now, metrics=metrics, extra_tasks=extra,
                               intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
-        agent.loop.services["heartbeat"] = HeartbeatControl(agent.db, poke=scheduler.poke, now=now)
+        agent.loop.services = replace(agent.loop.services,
+                                      heartbeat=HeartbeatControl(agent.db, poke=scheduler.poke, now=now))
         signals.on_nudge.append(scheduler.poke)
         scheduler.start()
 

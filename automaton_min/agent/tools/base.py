@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from automaton_min.agent.tools.services import ToolServices
+
 Risk = Literal["safe", "caution", "dangerous", "forbidden"]
 
 # Who is asking for a tool call, decided from where the turn's input came from:
@@ -32,8 +34,8 @@ class ToolSpec:
 class ToolContext:
     """What a tool may use while it runs; tools never reach for the runtime themselves.
 
-    ``services`` holds the clients a tool family needs (``sandbox``, ``conway``, ``payer``,
-    ``router``, ...); a tool asks for what it uses and reports a clear error when it is absent.
+    ``services`` holds the clients a tool family needs (``tools.services.ToolServices``); a tool asks
+    for what it uses (``loop_control.need``) and reports a clear error when it is absent.
     """
 
     db: Any
@@ -41,7 +43,7 @@ class ToolContext:
     now: Callable[[], int]
     turn_id: str | None = None
     authority: Authority = "agent"
-    services: dict[str, Any] = field(default_factory=dict)
+    services: ToolServices = field(default_factory=ToolServices)
     call_index: int | None = None  # the call's position in its turn: with turn_id, what a replayed turn repeats
 
 

@@ -34,7 +34,7 @@ def run_list_models(ctx: ToolContext, args: dict[str, Any]) -> str:
     current = _current_model(ctx)
     credits = credits_now(ctx)
     tier = tier_for_credits(credits) if credits is not None else None
-    registry = ctx.services.get("registry")
+    registry = ctx.services.registry
     models = registry.all() if registry is not None else []
     if models:
         lines = [f"Models ({len(models)}; cost in hundredths of a cent per 1k tokens in/out; * = your model"
@@ -46,7 +46,7 @@ def run_list_models(ctx: ToolContext, args: dict[str, Any]) -> str:
                          f" | ctx {m.context_window} | tools {'yes' if m.supports_tools else 'no'} | "
                          f"{'enabled' if m.enabled else 'disabled'}{usable}")
         return "\n".join(lines)
-    conway = ctx.services.get("conway")
+    conway = ctx.services.conway
     if registry is None and conway is None:
         need(ctx, "registry")
     if conway is None:

@@ -45,7 +45,7 @@ def treasury_policy(ctx: ToolContext) -> dict[str, Any]:
 
 
 def _network(ctx: ToolContext):
-    return ctx.services.get("network") or BASE
+    return ctx.services.network or BASE
 
 
 # --------------------------------------------------------------------------- balances
@@ -64,14 +64,14 @@ def run_check_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 def run_check_usdc_balance(ctx: ToolContext, args: dict[str, Any]) -> str:
-    reader = need(ctx, "usdc_balance")
+    balances = need(ctx, "balances")
     try:
-        atomic = reader()
+        atomic = balances.usdc_atomic()
     except (AutomatonError, OSError) as exc:  # an RPC, API or socket failure means unknown, never zero
         raise ToolFailure(f"the USDC balance is unknown (not zero): {exc}") from None
     if not isinstance(atomic, int) or isinstance(atomic, bool):
         raise ToolFailure(f"the USDC balance is unknown (not zero): the reader returned {type(atomic).__name__}")
-    address = ctx.services.get("wallet_address")
+    address = ctx.services.wallet_address
     where = f" (wallet {address})" if address else ""
     chain = {"base": "Base", "base-sepolia": "Base Sepolia"}.get(_network(ctx).v1_name, _network(ctx).caip2)
     return f"USDC balance: {format_usdc(atomic)} USDC on {chain}{where}"
@@ -116,19 +116,16 @@ TOPUP_CREDITS = Tool(ToolSpec(
 
 
 def _transfers_so_far(ctx: ToolContext) -> int:
-    """Transfers already made this turn: what the loop counted, or what the tools counted, whichever is more."""
-    counted = ctx.services.get("transfers_this_turn")
-    loop = ctx.services.get("loop")
-    extra = getattr(loop, "extra", None)
-    if counted is None and not isinstance(extra, dict):
+    """Transfers the tools made this turn (counted in the turn's ``LoopControl.extra``)."""
+    extra = getattr(ctx.services.loop, "extra", None)
+    if not isinstance(extra, dict):
         raise ToolFailure("the number of transfers made this turn is unknown, so the per-turn limit cannot be checked "
-                          "(service 'transfers_this_turn' is missing)")
-    mine = extra.get(TRANSFERS_KEY, 0) if isinstance(extra, dict) else 0
-    return max(int(counted or 0), int(mine))
+                          "(service 'loop' is missing)")
+    return int(extra.get(TRANSFERS_KEY, 0))
 
 
 def _count_transfer(ctx: ToolContext) -> None:
-    extra = getattr(ctx.services.get("loop"), "extra", None)
+    extra = getattr(ctx.services.loop, "extra", None)
     if isinstance(extra, dict):
         extra[TRANSFERS_KEY] = _transfers_so_far(ctx) + 1
 

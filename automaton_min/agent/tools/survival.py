@@ -41,7 +41,7 @@ def _tier(cents: int | None) -> str:
 
 
 def _address(ctx: ToolContext) -> str | None:
-    return ctx.services.get("wallet_address") or setting(ctx, "walletAddress") or read_identity(ctx.db).get("address")
+    return ctx.services.wallet_address or setting(ctx, "walletAddress") or read_identity(ctx.db).get("address")
 
 
 def _uptime_s(ctx: ToolContext) -> int | None:
@@ -78,7 +78,7 @@ SLEEP = Tool(ToolSpec(
 def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
     credits = credits_now(ctx)
     identity = read_identity(ctx.db)
-    loop = ctx.services.get("loop")
+    loop = ctx.services.loop
     strategy = setting(ctx, "modelStrategy") or {}
     sandbox = setting(ctx, "sandboxId")
     ping = get_value(ctx.db, HEARTBEAT_PING_KEY)
@@ -102,7 +102,7 @@ def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
         f"Model: {setting(ctx, 'inferenceModel') or strategy.get('inferenceModel') or 'unknown'}"
         f" (low compute: {strategy.get('lowComputeModel', 'unknown')}, critical: {strategy.get('criticalModel', 'unknown')})",
         f"Sandbox: {'Conway sandbox ' + sandbox if sandbox else 'local mode (this machine)'}",
-        f"Conway API: {'configured' if ctx.services.get('conway') is not None else 'not configured'}",
+        f"Conway API: {'configured' if ctx.services.conway is not None else 'not configured'}",
         f"Last heartbeat ping: {ping_at or 'never'}",
     ]
     if uptime is not None:

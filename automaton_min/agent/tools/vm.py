@@ -136,7 +136,7 @@ EXEC = Tool(ToolSpec(
 def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     sandbox = need(ctx, "sandbox")
     path = args["path"]
-    home = ctx.services.get("home")
+    home = ctx.services.home
     local = _local_paths(sandbox, path)
     candidates = [path] + (list(local) if local else [_remote_path(path)])
     if any(_is_secret(p, home) for p in candidates) or (local and _same_file_as_secret(local[1], home)):
@@ -177,7 +177,7 @@ READ_FILE = Tool(ToolSpec(
 def run_write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     sandbox = need(ctx, "sandbox")
     path, content = args["path"], args["content"]
-    home = ctx.services.get("home")
+    home = ctx.services.home
     local = _local_paths(sandbox, path)
     if local:
         workspace = os.path.realpath(sandbox.workspace)

@@ -1,0 +1,87 @@
+"""The collaborators the built-in tools use, as one typed object (``ToolServices``), and the protocols of those
+that are not plain classes of this package.
+
+The runtime builds it once (``runtime.agent_runtime``); the loop gives each turn a copy with that turn's
+``LoopControl``. A tool asks for a service with ``loop_control.need``, which fails with a message naming the missing
+one (the sandbox is absent in a unit test, ``conway`` in local mode without an API key, ``relay`` without a relay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from automaton_min.chain.usdc import Network
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.conway.sandbox import Sandbox
+    from automaton_min.home import Home
+    from automaton_min.inference.registry import ModelRegistry
+    from automaton_min.treasury.payer import Payer
+
+
+@runtime_checkable
+class LoopControl(Protocol):
+    """Per-turn state a tool may change; the loop reads it after the tool calls of the turn.
+
+    ``request_sleep``: sleep for ``seconds`` once this turn ends (the last request wins).
+    ``low_compute``: run on the cheaper model with fewer tokens.
+    ``distress``: the agent has raised a distress signal.
+    ``extra``: a scratch dict for per-turn counters (credit transfers made by the tools).
+    """
+
+    low_compute: bool
+    distress: bool
+    extra: dict[str, Any]
+
+    def request_sleep(self, seconds: int, reason: str) -> None: ...
+
+
+@runtime_checkable
+class Relay(Protocol):
+    """The social relay (``social.relay.RelayClient``): sends a signed message; returns ``{"id": ...}``, or
+    ``{"id": ..., "earlier": SentRecord}`` when this turn and call already sent it."""
+
+    def send(self, to: str, content: str, reply_to: str | None = None, *, db: Any = None, turn_id: str | None = None,
+             call_index: int | None = None) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class HeartbeatControl(Protocol):
+    """The heartbeat scheduler's editable schedule; returns a one-line description of the change."""
+
+    def modify(self, action: str, name: str, *, schedule: str | None = None, task: str | None = None,
+               enabled: bool | None = None) -> str: ...
+
+
+class Balances(Protocol):
+    """The agent's balances as the tools report them."""
+
+    def credits_cents(self) -> int | None:
+        """The credit balance the loop knows (cached); ``None`` when unknown."""
+        ...
+
+    def usdc_atomic(self) -> int:
+        """The wallet's USDC in atomic units, read now; raises when the node does not answer."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolServices:
+    """What the tools may use; ``None`` where this run has no such service."""
+
+    sandbox: "Sandbox | None" = None  # local (confined) or remote
+    conway: "ConwayClient | None" = None  # None in local mode without an API key
+    home: "Home | None" = None
+    wallet_address: str | None = None
+    balances: Balances | None = None
+    payer: "Payer | None" = None
+    registry: "ModelRegistry | None" = None
+    relay: Relay | None = None
+    heartbeat: HeartbeatControl | None = None
+    network: "Network | None" = None  # the chain payments use (default Base)
+    loop: LoopControl | None = None  # new every turn
+
+    def for_turn(self, loop: LoopControl) -> "ToolServices":
+        """A copy carrying this turn's loop control."""
+        return replace(self, loop=loop)
