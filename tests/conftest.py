@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +97,51 @@ def program() -> list[str]:
     fault harnesses a second time that way), else this source tree's ``python -m automaton_min``."""
     binary = os.environ.get("AUTOMATON_BINARY", "")
     return [str(Path(binary).absolute())] if binary else [sys.executable, "-m", "automaton_min"]
+
+
+class RunningAgent:
+    """``automaton-min run`` as a subprocess whose output lines (stdout and stderr together) are read as they come,
+    so a test waits on events, not sleeps. ``argv`` defaults to ``program()``."""
+
+    def __init__(self, env: dict[str, str], argv: list[str] | None = None, cwd: Path | None = None) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._ended = False
+        self.proc = subprocess.Popen(argv or [*program(), "run"], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def wait_for(self, needle: str, count: int = 1, timeout_s: float = 90) -> None:
+        """Until ``count`` lines hold ``needle`` (an assertion error with the output if the run ends first)."""
+        def seen() -> bool:
+            return sum(needle in line for line in self.lines) >= count
+
+        with self._cond:
+            self._cond.wait_for(lambda: seen() or self._ended, timeout_s)
+            found = seen()
+        assert found, f"never saw {needle!r} x{count}:\n" + "".join(self.lines)
+
+    def stop(self, timeout_s: float = 60) -> int:
+        """SIGTERM, then the exit code (an assertion error with the last output if it does not exit in time)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"SIGTERM did not stop the run within {timeout_s:g} s:\n" + "".join(self.lines[-40:])) from None
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def _run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> CliResult:

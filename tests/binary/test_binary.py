@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import threading
 from pathlib import Path
 
 import orjson
@@ -21,7 +19,7 @@ import pytest
 from automaton_min import __version__
 from automaton_min.cli.main import COMMANDS
 from automaton_min.confine.landlock import abi_version
-from conftest import CREATOR, OFFLINE
+from conftest import CREATOR, OFFLINE, RunningAgent
 from standins.model_servers import OpenAIServer, openai_answer
 
 BINARY = os.environ.get("AUTOMATON_BINARY", "")
@@ -122,43 +120,16 @@ def call(name: str, **arguments) -> tuple[str, str, str]:
     return ("call_0", name, json.dumps(arguments))
 
 
-class Running:
-    """``BINARY run`` as a subprocess; its stdout lines are read as they come (events, not sleeps)."""
+class Running(RunningAgent):
+    """``BINARY run`` with the bare environment."""
 
     def __init__(self, bare: Bare) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self.proc = subprocess.Popen([bare.binary, "run"], env=bare.env, cwd=bare.user, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line)
-                self._cond.notify_all()
-
-    def wait_for(self, needle: str, timeout_s: float = 90) -> None:
-        with self._cond:
-            found = self._cond.wait_for(lambda: any(needle in line for line in self.lines) or self.proc.poll() is not None,
-                                        timeout_s)
-            seen = any(needle in line for line in self.lines)
-        assert found and seen, f"never saw {needle!r}:\n" + "".join(self.lines)
+        super().__init__(bare.env, [bare.binary, "run"], cwd=bare.user)
 
     def python_pid(self) -> int:
         """The process that runs the agent: a one-file binary is a bootloader parent with one Python child."""
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
         return int(children[0]) if children else self.proc.pid
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def test_run_takes_turns_against_a_loopback_model_and_sigterm_exits_0(bare: Bare) -> None:

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import orjson
@@ -23,7 +22,7 @@ import pytest
 from automaton_min.clock import system_now
 from automaton_min.confine.landlock import abi_version
 from automaton_min.store.db import open_database
-from conftest import CREATOR
+from conftest import CREATOR, RunningAgent
 from standins.model_servers import OpenAIServer, openai_answer
 from standins.social_relay import SocialRelay
 
@@ -35,38 +34,10 @@ def call(name: str, **arguments) -> tuple[str, str, str]:
 SLEEP = openai_answer("Resting.", [call("sleep", duration_seconds=3600, reason="nothing to do")])
 
 
-class Agent:
-    """`automaton-min run` as a subprocess; its log lines are read as they come (events, not sleeps)."""
-
-    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                     env={**os.environ, "AUTOMATON_HOME": str(home), **(env or {})})
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line)
-                self._cond.notify_all()
-
-    def wait_for(self, needle: str, count: int = 1, timeout_s: float = 60) -> None:
-        with self._cond:
-            found = self._cond.wait_for(lambda: sum(needle in line for line in self.lines) >= count, timeout_s)
-        assert found, f"never saw {needle!r} x{count}:\n" + "".join(self.lines)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("SIGTERM did not stop the run within 60 s:\n" + "".join(self.lines[-40:])) from None
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
+def run_agent(home: Path, env: dict[str, str] | None = None) -> RunningAgent:
+    """`automaton-min run` on ``home`` from the source tree."""
+    return RunningAgent({**os.environ, "AUTOMATON_HOME": str(home), **(env or {})},
+                        [sys.executable, "-m", "automaton_min", "run"])
 
 
 def set_up(cli, home, model_url: str, **config) -> None:
@@ -85,7 +56,7 @@ def test_systemd_hears_ready_watchdog_and_stopping_and_wake_wakes_the_agent_with
     with OpenAIServer(mode="llamacpp") as model:
         model.script(SLEEP, SLEEP)
         set_up(cli, home, model.url)
-        agent = Agent(home.root, {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "1000000"})
+        agent = run_agent(home.root, {"NOTIFY_SOCKET": str(tmp_path / "notify.sock"), "WATCHDOG_USEC": "1000000"})
         try:
             messages = []
             while "READY=1" not in messages:
@@ -123,7 +94,7 @@ def test_a_signed_message_from_the_creator_is_polled_wakes_the_agent_and_is_answ
             SLEEP,
         )
         set_up(cli, home, model.url, creator=creator.address, socialRelayUrl=relay.url)
-        agent = Agent(home.root)
+        agent = run_agent(home.root)
         try:
             agent.wait_for('"msg":"asleep"')
             wallet_address = json.loads(cli("status", "--json").stdout)["address"]
@@ -150,7 +121,7 @@ def test_sigterm_during_a_long_command_exits_0_and_leaves_a_consistent_database(
         workspace = home.root / "workspace"
         workspace.mkdir(mode=0o700, exist_ok=True)
         os.mkfifo(workspace / "began")
-        agent = Agent(home.root)
+        agent = run_agent(home.root)
         try:
             with open(workspace / "began", encoding="ascii") as began:  # the command is running
                 assert began.read().strip() == "started"
