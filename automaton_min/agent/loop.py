@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from automaton_min.agent.context import AssembledContext
-from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
+from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
 from automaton_min.agent.survival import FinancialReading
 from automaton_min.agent.tools.base import ToolContext, ToolSpec
