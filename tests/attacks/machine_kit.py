@@ -1,0 +1,191 @@
+"""What the attacks through the machine share: the real ``automaton-min run`` in a cgroup of the unit's size, a small
+filesystem for the home, and a look at which processes are still alive.
+
+cgroups: version 2 (a child of the cgroup this test runs in, when its controllers can be delegated there) or
+version 1 (the ``memory`` and ``pids`` hierarchies, as on this project's CI machines). Both need root, as does
+mounting a tmpfs; without root these tests skip (CI runs as root, so there they always run).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import program
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (cgroups, tmpfs): CI runs as root")
+
+
+def _own_cgroup(controller: str | None) -> Path:
+    """Where this process sits in the v1 hierarchy of ``controller`` (or in the v2 one, for None)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if (controller is None and controllers == "") or (controller and controller in controllers.split(",")):
+            return Path(path.lstrip("/"))
+    raise LookupError(controller)
+
+
+class Cgroup:
+    """A fresh cgroup with limits (``memory_bytes``, ``tasks``); ``join`` is a ``preexec_fn`` that puts a child in it.
+    ``close`` kills whatever is left inside and removes it."""
+
+    def __init__(self, *, memory_bytes: int | None = None, tasks: int | None = None) -> None:
+        need_root()
+        name = f"automaton-attack-{uuid.uuid4().hex[:8]}"
+        self.dirs: list[Path] = []
+        v2_controllers = CGROUP_ROOT / "cgroup.controllers"
+        if v2_controllers.exists():  # the unified hierarchy alone
+            self._make_v2(name, memory_bytes, tasks)
+        else:
+            if memory_bytes is not None:
+                self._make_v1("memory", name, {"memory.limit_in_bytes": memory_bytes, "memory.memsw.limit_in_bytes": None})
+            if tasks is not None:
+                self._make_v1("pids", name, {"pids.max": tasks})
+
+    def _make_v1(self, controller: str, name: str, limits: dict[str, int | None]) -> None:
+        base = CGROUP_ROOT / controller
+        if not base.is_dir():
+            pytest.skip(f"no cgroup v1 {controller} hierarchy here")
+        path = base / _own_cgroup(controller) / name
+        path.mkdir()
+        self.dirs.append(path)
+        for knob, value in limits.items():
+            if value is not None:
+                (path / knob).write_text(str(value))
+
+    def _make_v2(self, name: str, memory_bytes: int | None, tasks: int | None) -> None:
+        parent = CGROUP_ROOT / _own_cgroup(None)
+        wanted = [c for c, v in (("memory", memory_bytes), ("pids", tasks)) if v is not None]
+        available = (parent / "cgroup.subtree_control").read_text().split()
+        if not set(wanted) <= set(available):
+            pytest.skip(f"cgroup v2 controllers {wanted} are not delegated to {parent}")
+        path = parent / name
+        path.mkdir()
+        self.dirs.append(path)
+        if memory_bytes is not None:
+            (path / "memory.max").write_text(str(memory_bytes))
+            (path / "memory.swap.max").write_text("0")
+        if tasks is not None:
+            (path / "pids.max").write_text(str(tasks))
+
+    def join(self) -> None:
+        """In the child, before exec: move this process into the cgroup (every hierarchy)."""
+        for path in self.dirs:
+            with open(path / "cgroup.procs", "w") as handle:
+                handle.write("0")
+
+    def members(self) -> list[int]:
+        found: set[int] = set()
+        for path in self.dirs:
+            found |= {int(pid) for pid in (path / "cgroup.procs").read_text().split()}
+        return sorted(found)
+
+    def close(self) -> None:
+        for _ in range(100):
+            members = self.members()
+            if not members:
+                break
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            threading.Event().wait(0.05)  # the kernel empties the group asynchronously
+        for path in self.dirs:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+
+
+class SmallDisk:
+    """A tmpfs of ``size_mb`` at ``where`` (unmounted by ``close``)."""
+
+    def __init__(self, where: Path, size_mb: int) -> None:
+        need_root()
+        where.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(where)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        self.where = where
+
+    def close(self) -> None:
+        subprocess.run(["umount", "-l", str(self.where)], check=False)
+
+
+class Run:
+    """``automaton-min run`` (``conftest.program()``) with its output read as it comes, optionally in a cgroup."""
+
+    def __init__(self, home_root: Path, env: dict[str, str] | None = None, cgroup: Cgroup | None = None,
+                 argv: list[str] | None = None) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._ended = False
+        full_env = {**os.environ, "AUTOMATON_HOME": str(home_root), **(env or {})}
+        self.proc = subprocess.Popen(argv or [*program(), "run"], env=full_env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=cgroup.join if cgroup else None)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, needle: str, timeout_s: float = 120) -> bool:
+        """Whether a line holding ``needle`` came before the run ended or the time ran out."""
+        with self._cond:
+            self._cond.wait_for(lambda: any(needle in line for line in self.lines) or self._ended, timeout_s)
+            return any(needle in line for line in self.lines)
+
+    def stop(self, timeout_s: float = 60) -> int | None:
+        """SIGTERM; the exit code, or None when it did not exit in time (then it is killed)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+def alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that still run (zombies waiting for init to reap them do not count)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            running.append(pid)
+    return running
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

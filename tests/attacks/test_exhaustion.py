@@ -1,0 +1,132 @@
+"""Attacks that exhaust the machine: memory, tasks and disk, each at the size the systemd unit gives the service
+(``MemoryMax=320M``, ``TasksMax=512``) or a small disk (a 64 MB tmpfs holding the home). The real
+``automaton-min run`` runs in the cgroup; the scripted model orders the attack, then asks for more turns. The agent
+must survive each one, keep taking turns, and stop with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attack_kit import finish, turn
+from attack_kit import model  # noqa: F401 (fixtures)
+from machine_kit import Cgroup, Run, SmallDisk
+from automaton_min.confine.landlock import abi_version
+from automaton_min.home import Home
+from automaton_min.store.db import open_database
+from conftest import CREATOR, keep_offline
+
+pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+
+MB = 1 << 20
+HOG = "python3 -c \"import time; held = b'x' * (20 << 20); time.sleep(60)\""
+# Fork until the kernel says no; every child, in a session of its own, takes back any task that comes free.
+FILL_TASKS = r"""
+import os, time
+def hold():
+    os.setsid()
+    while True:
+        time.sleep(0.2)
+        try:
+            if os.fork() == 0:
+                hold()
+        except OSError:
+            pass
+made = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        hold()
+    made += 1
+print('forked', made)
+"""
+
+
+def set_up_home(cli, home: Home, model) -> None:
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
+                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes",
+                env={"AUTOMATON_HOME": str(home.root)})
+    assert setup.code == 0, setup.stderr
+    keep_offline(home)
+
+
+def exec_results(home: Home) -> list[tuple[str, str | None, str | None]]:
+    with open_database(home.default_db_path) as db:
+        return [(json.loads(r[0])["command"], r[1], r[2])
+                for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]
+
+
+def survives(run: Run) -> None:
+    assert run.wait_for('"msg":"asleep"'), run.output
+    assert run.proc.poll() is None, run.output
+    assert run.stop() == 0, run.output
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: the OOM killer chooses the daemon")
+def test_commands_filling_the_memory_cgroup_never_take_the_daemon(cli, home, model) -> None:
+    set_up_home(cli, home, model)
+    hogs = " ".join([f"{HOG} &"] * 40) + " wait; echo hogs-done"
+    model.script(turn(("exec", {"command": hogs, "timeout": 20_000})), turn(("exec", {"command": "echo survived"})),
+                 finish())
+    cgroup = Cgroup(memory_bytes=320 * MB)
+    run = Run(home.root, cgroup=cgroup)
+    try:
+        survives(run)
+    finally:
+        run.stop()
+        cgroup.close()
+    assert model.pending == 0, run.output
+    assert any(r and "survived" in r for _, r, _ in exec_results(home)), exec_results(home)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: a full task table breaks every later turn")
+def test_a_command_taking_every_task_does_not_break_later_turns(cli, home, model) -> None:
+    set_up_home(cli, home, model)
+    model.script(turn(("write_file", {"path": "fill.py", "content": FILL_TASKS})),
+                 turn(("exec", {"command": "python3 fill.py < /dev/null > out.txt 2>&1; cat out.txt"})),
+                 turn(("exec", {"command": "echo next-turn"})), finish())
+    cgroup = Cgroup(tasks=512)
+    run = Run(home.root, cgroup=cgroup)
+    try:
+        survives(run)
+    finally:
+        run.stop()
+        cgroup.close()
+    assert model.pending == 0, run.output
+    results = exec_results(home)
+    assert any(r and "forked" in r for _, r, _ in results), results  # the attack ran
+    assert any(r and "next-turn" in r for _, r, _ in results), results
+    assert "can't start new thread" not in run.output
+
+
+FILL_DISK = "mkdir -p cache && python3 -c \"open('cache/blob', 'wb').write(b'z' * (200 << 20))\" 2>/dev/null; echo filled"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: a full disk stops every turn")
+def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model, tmp_path) -> None:
+    disk = SmallDisk(tmp_path / "small", 64)
+    home = Home(disk.where / "automaton-home")
+    try:
+        set_up_home(cli, home, model)
+        model.script(turn(("exec", {"command": FILL_DISK})),
+                     turn(("exec", {"command": "rm -rf cache; echo cleaned"})), finish())
+        run = Run(home.root)
+        try:
+            survives(run)
+        finally:
+            run.stop()
+        assert model.pending == 0, run.output
+        results = exec_results(home)
+        assert any(r and "filled" in r for _, r, _ in results), results
+        assert any(r and "cleaned" in r for _, r, _ in results), results
+        # the turn after the one that filled the disk: the runtime's own words, not the command echoed back
+        told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] in ("system", "user"))
+        assert "disk" in told and "full" in told and "cache" in told, told[-2000:]
+        assert "database or disk is full" not in run.output
+    finally:
+        disk.close()

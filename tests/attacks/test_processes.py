@@ -1,0 +1,167 @@
+"""Attacks through processes a command leaves behind, through a command that hangs the spawner, and through trees
+a command makes for the clean-up to trip on. All through the real ``automaton-min run``, stopped with SIGTERM.
+
+- A chain of setsid'd, double-forked processes (each a new session, each orphaned) must end with the call that
+  started it, and nothing may outlive the agent.
+- A setsid'd child that ptrace-seizes the command's shell, so that the shell's death is reported to the tracer,
+  not to the spawner: the call must still end at its timeout, and every tool must work afterwards.
+- A 1,500-level directory in the private temp dir (deeper than PATH_MAX): the stop must still end with the WAL
+  checkpoint, the last-run record and exit 0, and the temp dir must be gone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attack_kit import finish, turn
+from attack_kit import model  # noqa: F401 (fixtures)
+from machine_kit import Run, alive, kill_all
+from automaton_min.confine.landlock import abi_version
+from automaton_min.runtime.status import LAST_RUN_KEY
+from automaton_min.store.db import open_database
+from automaton_min.store.kv import get_value
+from automaton_min.trees import remove_tree
+from conftest import CREATOR, keep_offline
+
+pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
+
+# Nine generations, each its own session and an orphan (its parent exits); every one writes its pid, then waits.
+CHAIN = r"""
+import os, sys, time
+def generation(n):
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    with open('pids.txt', 'a') as out:
+        out.write(f'{os.getpid()}\n')
+    if n > 1:
+        generation(n - 1)
+    time.sleep(600)
+    os._exit(0)
+generation(9)
+while len(open('pids.txt').read().split()) < 9:
+    time.sleep(0.05)
+print('started 9')
+"""
+
+CHECK = ("for p in $(cat pids.txt); do s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); "
+         "if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo ALIVE $p; fi; done; echo checked")
+
+# A setsid'd child seizes the command's shell (its argument); the shell then sleeps past the call's timeout.
+SEIZE = r"""
+import ctypes, os, sys, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+libc = ctypes.CDLL(None, use_errno=True)
+result = libc.ptrace(0x4206, int(sys.argv[1]), None, None)  # PTRACE_SEIZE
+with open('seize.txt', 'w') as out:
+    out.write(f'{os.getpid()} {result} {ctypes.get_errno()}\n')
+time.sleep(25)
+"""
+
+DEEP = "python3 -c \"import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(1500):\n    os.mkdir('a'); os.chdir('a')\nprint('deep')\""
+
+
+def set_up_home(cli, home, model) -> None:
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
+                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
+    assert setup.code == 0, setup.stderr
+    keep_offline(home)
+
+
+def exec_results(home) -> list[tuple[str, str | None, str | None]]:
+    with open_database(home.default_db_path) as db:
+        return [(json.loads(r[0])["command"], r[1], r[2])
+                for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]
+
+
+def pids_in(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def stop_cleanly(run: Run) -> None:
+    assert run.wait_for('"msg":"asleep"'), run.output
+    assert run.stop() == 0, run.output
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: setsid'd processes outlive their call and the agent")
+def test_a_commands_processes_end_with_its_call_and_none_outlives_the_agent(cli, home, model) -> None:
+    set_up_home(cli, home, model)
+    model.script(turn(("write_file", {"path": "chain.py", "content": CHAIN})),
+                 turn(("exec", {"command": "python3 chain.py > /dev/null 2>&1 < /dev/null; echo started"})),
+                 turn(("exec", {"command": CHECK})), finish())
+    run = Run(home.root)
+    pids: list[int] = []
+    try:
+        stop_cleanly(run)
+    finally:
+        run.stop()
+        pids = pids_in(home.root / "workspace" / "pids.txt")
+        left = alive(pids)
+        kill_all(pids)
+    assert len(pids) == 9, run.output
+    assert left == [], f"{len(left)} of the chain outlived the agent"
+    check = exec_results(home)[-1][1]
+    assert "checked" in check and "ALIVE" not in check, check  # already gone when the call ended
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: a ptrace-seizing child hangs the spawner; the replaced one breaks")
+def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model, tmp_path) -> None:
+    set_up_home(cli, home, model)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    model.script(turn(("exec", {"command": DEEP})),
+                 turn(("write_file", {"path": "seize.py", "content": SEIZE})),
+                 turn(("exec", {"command": "python3 seize.py $$; sleep 60", "timeout": 1000})),
+                 turn(("exec", {"command": "echo still-working"}), ("write_file", {"path": "after.txt", "content": "fine"}),
+                      ("read_file", {"path": "after.txt"})),
+                 finish())
+    run = Run(home.root, {"TMPDIR": str(temp)})
+    tracer: list[int] = []
+    try:
+        stop_cleanly(run)
+    finally:
+        run.stop()
+        seize = home.root / "workspace" / "seize.txt"
+        tracer = [int(seize.read_text().split()[0])] if seize.exists() else []
+        left = alive(tracer)
+        kill_all(tracer)
+        temp_left = list(temp.iterdir())
+        remove_tree(temp)
+    results = exec_results(home)
+    hung = next(r for c, r, e in results if "seize.py" in c)
+    assert hung and "timed_out: true" in hung, results
+    assert any(r and "still-working" in r for c, r, e in results if "still-working" in c), results
+    with open_database(home.default_db_path) as db:
+        files = [(r[0], r[1], r[2]) for r in db.query("SELECT name, result, error FROM tool_calls"
+                                                     " WHERE name IN ('write_file', 'read_file') ORDER BY rowid")]
+    assert files[-1] == ("read_file", "fine", None), files
+    assert files[-2][2] is None, files
+    assert left == [], "the tracer outlived the agent"
+    assert temp_left == [], "the private temp dir was left behind"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17: a 1,500-level tree makes the clean-up raise RecursionError")
+def test_a_deep_tree_in_the_temp_dir_does_not_break_the_stop(cli, home, model, tmp_path) -> None:
+    set_up_home(cli, home, model)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    model.script(turn(("exec", {"command": DEEP})), finish())
+    run = Run(home.root, {"TMPDIR": str(temp)})
+    try:
+        stop_cleanly(run)
+    finally:
+        run.stop()
+        left = list(temp.iterdir())
+        remove_tree(temp)
+    assert "fatal" not in run.output, run.output
+    assert left == [], "the private temp dir was left behind"
+    with open_database(home.default_db_path) as db:
+        assert json.loads(get_value(db, LAST_RUN_KEY))["stoppedAt"]
+    assert not Path(str(home.default_db_path) + "-wal").exists() or Path(str(home.default_db_path) + "-wal").stat().st_size == 0
