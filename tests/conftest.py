@@ -270,3 +270,20 @@ def x402_v1(chain, merchant):
 
     with X402Server(chain, pay_to=merchant.address, version=1) as server:
         yield server
+
+
+@pytest.fixture
+def refuse_new_threads(monkeypatch: pytest.MonkeyPatch):
+    """Arm it to make every later ``Thread.start`` fail as in a full pids cgroup (systemd TasksMax); the armed
+    call returns the names of the threads refused from then on."""
+    refused: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        refused.append(thread.name)
+        raise RuntimeError("can't start new thread")
+
+    def arm() -> list[str]:
+        monkeypatch.setattr(threading.Thread, "start", start)
+        return refused
+
+    return arm

@@ -200,9 +200,9 @@ def test_a_task_that_overruns_is_recorded_timeout_and_keeps_its_lease_until_it_e
     assert row.last_result == "timeout" and row.lease_owner == s.owner
     clock.advance(30_000)
     assert s.run_due(db, clock()) == []  # still running: not started twice
-    thread = s._running["every15"].thread
+    run = s._running["every15"]
     release.set()
-    thread.join(5)
+    assert run.done.wait(5)
     assert sched.read_row(db, "every15").lease_owner is None
     assert [r.name for r in s.run_due(db, clock())] == ["every15"]
 

@@ -7,11 +7,14 @@ the cron's next time after ``last_run_at`` has. A row never run is due at once.
 After a stall or a suspend a task runs once and then waits for its next future
 window: missed windows are not replayed. Due tasks run one at a time, by priority.
 
-Timeouts: each run happens in a worker thread with its own database connection
-and a ``ctx.stop`` event. When it overruns ``timeout_ms`` the run is recorded
-'timeout' (and retried like a failure), ``ctx.stop`` is set, and the task keeps its
-lease, renewed, until its thread really ends: the same task never runs twice at
-once. The scheduler goes on with the other tasks.
+Timeouts: each run happens on a worker thread (reused from run to run:
+``automaton_min.workers``) with its own database connection and a ``ctx.stop``
+event. When it overruns ``timeout_ms`` the run is recorded 'timeout' (and retried
+like a failure), ``ctx.stop`` is set, and the task keeps its lease, renewed, until
+it really ends: the same task never runs twice at once. The scheduler goes on with
+the other tasks. When every worker is busy and no thread can be started (the pids
+cgroup is full), the run happens on the scheduler's own thread: it then ends when
+the task does, whatever its timeout.
 
 The thread sleeps on one ``threading.Event`` until the earliest due time (at most
 ``MAX_SLEEP_S``, so a wall-clock jump is noticed); ``poke()`` (a schedule change,
@@ -36,6 +39,7 @@ from automaton_min.heartbeat.task_api import TaskContext, TaskFunction, TaskResu
 from automaton_min.ids import new_ulid
 from automaton_min.observe.log import get_logger
 from automaton_min.tiers import TIER_RANK
+from automaton_min.workers import Workers
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -66,10 +70,10 @@ class Ran:
 class _Run:
     name: str
     stop: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)  # its worker is free again
+    returned: bool = False  # the task function returned (read and written under the scheduler's lock)
     result: TaskResult | None = None
     error: str | None = None
-    thread: threading.Thread | None = None
 
 
 def _owner_id() -> str:
@@ -110,6 +114,7 @@ class Scheduler:
         self._missing_reported: set[str] = set()
         self._bad_cron_reported: set[str] = set()
         self._thread: threading.Thread | None = None
+        self._workers = Workers("heartbeat-task")
         self._sleeping = False
 
     # ------------------------------------------------------------------ control (any thread)
@@ -298,11 +303,9 @@ class Scheduler:
         run = _Run(row.task_name)
         if self._stopping.is_set():
             run.stop.set()
-        run.thread = threading.Thread(target=self._work, args=(run, function), name=f"heartbeat-{row.task_name}",
-                                      daemon=True)
         with self._lock:
             self._running[row.task_name] = run
-        run.thread.start()
+        self._workers.submit(lambda: self._work(run, function), run.done, self._task_signal)
         deadline = started + row.timeout_ms / 1000
         while not run.done.is_set() and not self._stopping.is_set():
             left = deadline - time.monotonic()
@@ -312,11 +315,9 @@ class Scheduler:
             self._task_signal.clear()
             self.progress = time.monotonic()
         duration_ms = int((time.monotonic() - started) * 1000)
-        if not run.done.is_set() and self._stopping.is_set():  # shutting down: its lease expires on its own
-            run.stop.set()
-            return Ran(row.task_name, "timeout", "the scheduler stopped before the task ended")
-        if not run.done.is_set():
-            run.stop.set()
+        if not run.done.is_set() and self._cut_off(run):
+            if self._stopping.is_set():  # shutting down: its worker releases the lease when the task ends
+                return Ran(row.task_name, "timeout", "the scheduler stopped before the task ended")
             error = f"timed out after {row.timeout_ms} ms"
             log.warning("heartbeat task timed out; it keeps its lease until it ends", extra={"task": row.task_name})
             retry = sched.record(db, row, "timeout", started_ms=started_ms, completed_ms=self.now(),
@@ -340,6 +341,17 @@ class Scheduler:
         log.debug("heartbeat task done", extra={"task": row.task_name, "summary": result.summary[:200]})
         return Ran(row.task_name, "success", wake=result.wake, summary=result.summary)
 
+    def _cut_off(self, run: _Run) -> bool:
+        """Set ``run.stop`` unless the task has returned already (then wait for its worker to finish closing up).
+
+        True: it was still running; its worker releases the lease when it ends."""
+        with self._lock:
+            if not run.returned:
+                run.stop.set()
+                return True
+        run.done.wait()
+        return False
+
     def _count(self, name: str, ok: bool) -> None:
         if self.metrics is not None:
             self.metrics.heartbeat_task(name, ok=ok)
@@ -355,7 +367,8 @@ class Scheduler:
             post_wake(db, source, result.wake or "", payload, now_ms=self.now())
 
     def _work(self, run: _Run, function: TaskFunction) -> None:
-        """The worker thread: its own connection, the task, and the lease released when it really ends."""
+        """On a worker: its own connection, the task, and the lease released when it really ends (the worker then
+        sets ``run.done`` and ``_task_signal``)."""
         from automaton_min.runtime.crashpoint import crash_point
         from automaton_min.store.db import open_database
 
@@ -369,10 +382,10 @@ class Scheduler:
             log.debug("heartbeat task raised", exc_info=True, extra={"task": run.name})
             run.error = f"{type(exc).__name__}: {exc}"[:1000]
         finally:
-            overran = run.stop.is_set()
-            run.done.set()
+            with self._lock:
+                run.returned = True
+                overran = run.stop.is_set()
             if db is not None:
                 if overran:  # the scheduler recorded a timeout and left the lease to us
                     sched.release_lease(db, run.name, self.owner)
                 db.close()
-            self._task_signal.set()  # the scheduler may be waiting for this run

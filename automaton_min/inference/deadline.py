@@ -1,9 +1,14 @@
 """One overall deadline for an inference call, and a way for a stop to cut it short.
 
-The call runs in a worker thread; the caller waits for it, for the deadline, or for ``cancel`` (the daemon's
-stop event), whichever comes first. A call given up on is abandoned, not killed: its HTTP layer has the same
-deadline (``ResilientHttp(deadline_s=...)``: no retry starts after it and every attempt's timeout is clipped
-to it), so the worker ends soon after on its own, and its answer, if one still comes, is dropped.
+The call runs on a reused worker thread (``automaton_min.workers``: no thread is started per call while one
+is idle); the caller waits for it, for the deadline, or for ``cancel`` (the daemon's stop event), whichever
+comes first. A call given up on is abandoned, not killed: its HTTP layer has the same deadline
+(``ResilientHttp(deadline_s=...)``: no retry starts after it and every attempt's timeout is clipped to it),
+so the worker ends soon after on its own, and its answer, if one still comes, is dropped.
+
+When every worker is busy and the process may not start another thread (its pids cgroup is full), the call
+runs in the caller: then only that HTTP deadline bounds it, and its answer counts even if a stop came
+meanwhile.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import time
 from typing import Callable, TypeVar
 
 from automaton_min.inference.types import InferenceError
+from automaton_min.workers import Workers
 
 T = TypeVar("T")
 
 CANCEL_CHECK_S = 0.1  # how often a waiting caller looks at the stop event
+
+_WORKERS = Workers("inference-call")
 
 
 class InferenceTimeout(InferenceError):
@@ -38,11 +46,9 @@ def call_with_deadline(call: Callable[[], T], deadline_s: float, *, cancel: thre
             outcome["value"] = call()
         except BaseException as exc:  # handed to the waiting caller, which re-raises it
             outcome["error"] = exc
-        finally:
-            done.set()
 
-    threading.Thread(target=work, name="inference-call", daemon=True).start()
-    ends = monotonic() + deadline_s
+    ends = monotonic() + deadline_s  # before the call starts, so it never ends after the HTTP layer's deadline
+    _WORKERS.submit(work, done)
     while not done.is_set():
         left = ends - monotonic()
         if left <= 0:

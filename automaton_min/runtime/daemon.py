@@ -47,10 +47,11 @@ class Cycle(Protocol):
 class Signals:
     """The events the daemon waits on; handlers and other threads only ever set them.
 
-    ``stop``: finish the turn and exit. ``abandon``: the grace period ran out, cut the turn off (set by a timer
-    the first stop signal starts; ``on_abandon`` callbacks then run, e.g. cancelling the running command).
-    ``wake``: look at the wake events now. ``on_nudge`` callbacks run on SIGUSR1 too (the scheduler re-reads
-    its schedule)."""
+    ``stop``: finish the turn and exit. ``abandon``: the grace period ran out, cut the turn off (set by the
+    ``shutdown-grace`` thread, started ahead of time by ``install``, ``grace_s`` after ``stop``; ``on_abandon``
+    callbacks then run, e.g. cancelling the running command). No thread is started at stop, when the process
+    may have none left to start. ``wake``: look at the wake events now. ``on_nudge`` callbacks run on SIGUSR1
+    too (the scheduler re-reads its schedule)."""
 
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -58,6 +59,7 @@ class Signals:
     grace_s: float = SHUTDOWN_GRACE_S
     on_abandon: list[Callable[[], None]] = field(default_factory=list)
     on_nudge: list[Callable[[], None]] = field(default_factory=list)
+    _grace_watcher: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def request_stop(self, why: str) -> None:
         """Stop after the turn under way; cut it off if it is still running after ``grace_s``."""
@@ -66,9 +68,20 @@ class Signals:
         log.info("stop requested", extra={"why": why, "grace_s": self.grace_s})
         self.stop.set()
         self.wake.set()
-        timer = threading.Timer(self.grace_s, self._abandon)
-        timer.daemon = True
-        timer.start()
+        self.watch_grace()  # already started by install(); only a Signals never installed starts it now
+
+    def watch_grace(self) -> None:
+        """Start, once, the thread that cuts a stopping turn off ``grace_s`` after ``stop`` is set."""
+        if self._grace_watcher is not None:
+            return
+        watcher = threading.Thread(target=self._await_grace, name="shutdown-grace", daemon=True)
+        watcher.start()
+        self._grace_watcher = watcher
+
+    def _await_grace(self) -> None:
+        self.stop.wait()
+        if not self.abandon.wait(self.grace_s):
+            self._abandon()
 
     def _abandon(self) -> None:
         if self.abandon.is_set():
@@ -85,7 +98,8 @@ class Signals:
             callback()
 
     def install(self) -> None:
-        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only).
+        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only);
+        start the grace watcher.
 
         The Python handlers do nothing: the interpreter writes each signal's number to a pipe (``set_wakeup_fd``)
         and the ``signals`` thread acts on it. A handler that set the events itself runs on the main thread
@@ -97,6 +111,7 @@ class Signals:
             signal.signal(signum, _noted)
         signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         threading.Thread(target=self._watch, args=(read_fd,), name="signals", daemon=True).start()
+        self.watch_grace()
 
     def _watch(self, read_fd: int) -> None:
         while True:
