@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from automaton_min.confine import reaper
 from automaton_min.confine.namespace import protect_daemon
 from automaton_min.confine.plan import make_plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
@@ -28,12 +28,14 @@ from automaton_min.conway.local import ENV_PASSTHROUGH, LocalSandbox, resolve_in
 from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.errors import RuntimeFailure
 from automaton_min.observe.log import get_logger
+from automaton_min.trees import remove_tree
 
 log = get_logger(__name__)
 
 _ERRORS = {errno.ENOENT: FileNotFoundError, errno.EACCES: PermissionError, errno.EPERM: PermissionError}
 METHODS = {"auto": ("landlock", "namespace"), "landlock": ("landlock",), "namespace": ("namespace",)}
 START_TIMEOUT_S = 30.0
+CLOSE_WAIT_S = 5.0  # for the spawner to end its commands and remove its temp dir once the channel closes
 REPLY_SLACK_S = 15.0  # beyond a command's own timeout, for the spawner to end its group and answer
 SPAWNER_FLAG = "__confined-spawner__"  # a frozen binary's hidden entry point (cli/main.py)
 UNCONFINED_FIX = 'set "unconfinedExec": true in automaton.json to run them unconfined (not recommended)'
@@ -115,20 +117,41 @@ class ConfinedSandbox:
         return self
 
     def close(self) -> None:
-        """Stop the spawner (closing the channel ends it) and remove the private temp dir."""
+        """Stop the spawner (closing the channel ends it), end every process below it, remove the temp dir."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
         if self._proc is not None:
             try:
-                self._proc.wait(timeout=5)
+                self._proc.wait(timeout=CLOSE_WAIT_S)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+                self._end_spawner()
+        self._end_orphans()
         if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            try:
+                remove_tree(self._tmp)
+            except OSError as exc:
+                log.warning("the confined spawner's temp dir could not be removed entirely",
+                            extra={"path": str(self._tmp), "error": str(exc)})
             self._tmp = None
+
+    def _end_spawner(self) -> None:
+        """The spawner and everything below it, stopped and killed (it hangs, or will not end)."""
+        if self._proc is None:
+            return
+        reaper.end_tree(self._proc.pid, include_root=True, reap_any=False)
+        try:
+            self._proc.wait(timeout=CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("the confined spawner did not end after SIGKILL", extra={"pid": self._proc.pid})
+        self._proc = None
+
+    def _end_orphans(self) -> None:
+        """Commands of a spawner that died came to this process if it is their subreaper (``automaton-min run``):
+        everything below it but the spawner in use ends too."""
+        if reaper.is_subreaper():
+            alive = [self._proc.pid] if self._proc is not None and self._proc.poll() is None else []
+            reaper.end_tree(os.getpid(), spare=alive)
 
     def cancel(self) -> None:
         """End the command under way, if any (the agent is stopping); its ``exec`` returns an error."""
@@ -150,6 +173,7 @@ class ConfinedSandbox:
                 send(self._sock, request)
                 reply = receive(self._sock)
             except (OSError, ChannelClosed, ValueError) as exc:
+                self._end_spawner()  # it hangs or died: no reply will come, and nothing it ran may stay behind
                 self.close()
                 raise RuntimeFailure(f"the confined spawner stopped answering ({exc}); it is restarted on the next call") from None
         if not reply.get("ok"):

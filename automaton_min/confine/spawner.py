@@ -7,6 +7,14 @@ Every command it starts enters one more Landlock layer of its own, so commands c
 ptrace or signal the spawner either. Everything it needs is imported before it confines
 itself: afterwards the package's own directory may be out of reach.
 
+Every command starts as the kernel OOM killer's first choice (``oom_score_adj`` 1000, set on the
+spawner just for the fork and inherited; commands cannot lower it, /proc is read-only to them).
+After confining itself the spawner installs a seccomp filter (``seccomp.py``: no
+AF_UNIX sockets, no io_uring, no ptrace), inherited by every command. Each command also gets
+resource limits (no core files, a largest file). When a call ends, every process it started
+is stopped and killed (``reaper.py``): setsid'd, double-forked and nohup'd ones too, since the
+spawner is their subreaper.
+
 SIGTERM cancels the command under way (its process group is killed) and the spawner
 goes on serving; it ends when the daemon closes the channel.
 
@@ -19,16 +27,20 @@ from __future__ import annotations
 
 import errno as errno_codes
 import os
-import shutil
+import resource
 import signal
 import socket
 import sys
+from typing import Callable
 
-from automaton_min.confine import caps, landlock, namespace
-from automaton_min.confine.libc import PR_SET_CHILD_SUBREAPER, prctl
+from automaton_min.confine import caps, landlock, namespace, reaper, seccomp
 from automaton_min.confine.plan import Plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
 from automaton_min.conway.local import LocalSandbox  # with everything exec needs (subprocess, selectors, codecs)
+from automaton_min.trees import remove_tree
+
+OOM_SCORE_ADJ = "1000"  # the OOM killer's first choice: needs no privilege, inherited by every command
+MAX_FILE_BYTES = 1 << 30  # RLIMIT_FSIZE for commands: one runaway file cannot take a small card in one go
 
 
 
@@ -79,45 +91,72 @@ def _cancel(signum, frame) -> None:
     raise Cancelled()
 
 
-def _descendants() -> list[int]:
-    """This process's children (orphans of its commands included: it is their subreaper)."""
-    found = []
-    for task in os.listdir("/proc/self/task"):
+class OomScore:
+    """This process's ``oom_score_adj``, through a file opened before confinement (Landlock then refuses
+    opening it): raised to 1000 around each command's fork, so the command inherits it, then put back.
+    Raising needs no privilege; going back down is allowed to the value this process inherited."""
+
+    def __init__(self) -> None:
         try:
-            with open(f"/proc/self/task/{task}/children", encoding="ascii") as handle:
-                found += [int(pid) for pid in handle.read().split()]
+            self._fd: int | None = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+            self.own = os.pread(self._fd, 16, 0).strip() or b"0"
         except OSError:
-            continue
-    return found
+            self._fd, self.own = None, b"0"
 
+    @property
+    def available(self) -> bool:
+        return self._fd is not None
 
-def _reap() -> None:
-    """Collect adopted orphans that have exited, so none stays a zombie."""
-    while True:
+    def _write(self, value: bytes) -> bool:
+        if self._fd is None:
+            return False
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+            os.pwrite(self._fd, value, 0)
+        except OSError:
+            return False
+        return True
+
+    def raised(self) -> bool:
+        return self._write(OOM_SCORE_ADJ.encode())
+
+    def restore(self) -> None:
+        self._write(self.own)
 
 
-def _end_everything() -> None:
-    """At the end: background jobs the agent started die with the spawner, not outlive the agent."""
-    for _ in range(3):  # a dying process may leave orphans that come to us
-        pids = _descendants()
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in pids:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+class SpawnerSandbox(LocalSandbox):
+    """Local commands as the spawner runs them: each one starts as the OOM killer's first choice."""
+
+    def __init__(self, *args, oom: OomScore, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.oom = oom
+
+    def _start(self, command: str):
+        self.oom.raised()
+        try:
+            return super()._start(command)
+        finally:
+            self.oom.restore()
+
+
+def filter_system_calls() -> str:
+    """Install the seccomp filter; what to report (``refused`` or why it is not available)."""
+    try:
+        seccomp.install()
+    except OSError as exc:
+        return f"not available: {exc}"
+    return "refused"
+
+
+def command_setup(enter_layer: Callable[[], None] | None) -> Callable[[], None]:
+    """What runs in each command's process before it executes the shell: limits, then its own Landlock layer."""
+    def setup() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if hard == resource.RLIM_INFINITY or hard > MAX_FILE_BYTES:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+        if enter_layer is not None:
+            enter_layer()
+    return setup
 
 
 def _failure(exc: OSError) -> dict:
@@ -148,30 +187,39 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
             reply = _failure(exc)
         except ValueError as exc:
             reply = {"ok": False, "errno": errno_codes.EINVAL, "error": str(exc)}
+        if op == "exec":
+            reaper.end_descendants()  # whatever the command left behind, setsid'd or not, ends with its call
         send(sock, reply)
-        _reap()
+        reaper.reap()
 
 
 def main(fd: int) -> int:
     """Entry point in the fresh process: read the setup message, confine, report, serve."""
     sock = socket.socket(fileno=fd)
-    prctl(PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")  # orphaned background jobs come to us
+    reaper.become_subreaper()  # orphans of commands come to us
     setup = receive(sock)
     plan = Plan.from_args(setup["plan"])
+    oom = OomScore()  # opened before Landlock closes /proc
     try:
-        report, child_setup = confine(plan, setup["method"])
+        report, enter_layer = confine(plan, setup["method"])
     except (OSError, ValueError) as exc:
         send(sock, {"ok": False, "error": str(exc)})
         return 1
+    report.update(unix_sockets=filter_system_calls(), oom_first=oom.raised())
+    oom.restore()
     signal.signal(signal.SIGTERM, _cancel)
     send(sock, {"ok": True, **report, "pid": os.getpid()})
-    sandbox = LocalSandbox(plan.workspace, tmpdir=plan.tmp, child_setup=child_setup,
-                           max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)))
+    sandbox = SpawnerSandbox(plan.workspace, tmpdir=plan.tmp, child_setup=command_setup(enter_layer),
+                             max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)),
+                             sweep=reaper.end_descendants, oom=oom)
     try:
         serve(sock, sandbox)
     finally:
-        _end_everything()
-        shutil.rmtree(plan.tmp, ignore_errors=True)
+        reaper.end_descendants()  # background jobs die with the spawner, not outlive the agent
+        try:
+            remove_tree(plan.tmp)
+        except OSError:
+            pass  # the daemon removes what is left when the spawner has gone
     return 0
 
 

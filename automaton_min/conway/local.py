@@ -8,10 +8,10 @@ children and grandchildren die with it; the reference runtime's timeouts left
 them running. Output is read as it arrives and only the first
 ``max_output_bytes`` of each stream is kept.
 
-Background jobs that should outlive the command must redirect their output
-(``server > log 2>&1 &``): once the shell has exited, output still arriving on
-its pipes is collected only briefly, then the pipes are closed and the command
-returns, leaving such jobs running.
+Once the shell has exited, output still arriving on its pipes is collected only
+briefly, then the command returns. Unconfined, jobs it left in the background go on
+running; the confined spawner passes ``sweep``, which ends every process the call
+started, and bounds the wait for the shell itself.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ DEFAULT_TIMEOUT_S = 30.0
 KILL_GRACE_S = 1.0  # between SIGTERM and SIGKILL
 LINGER_S = 0.25  # how long output is still collected after the shell exits with its pipes held open
 DRAIN_AFTER_KILL_S = 0.5  # processes that left the group may hold the pipes forever
+REAP_WAIT_S = 2.0  # with a sweep: how long the shell may take to be reported after SIGKILL (a tracer can delay it)
 _CHUNK = 64 * 1024
 _TICK_S = 0.05
 
@@ -115,9 +116,11 @@ class LocalSandbox:
         kill_grace_s: float = KILL_GRACE_S,
         tmpdir: Path | None = None,
         child_setup: Callable[[], None] | None = None,
+        sweep: Callable[[], object] | None = None,
     ) -> None:
         """``tmpdir`` becomes the commands' ``TMPDIR``; ``child_setup`` runs in each child before it executes
-        the shell (the confined spawner enters a new Landlock layer there; it is single-threaded, so that is safe)."""
+        the shell (the confined spawner enters a new Landlock layer there; it is single-threaded, so that is safe);
+        ``sweep`` ends every process the command started, when its shell is slow to be reported after a kill."""
         if max_output_bytes < 0:
             raise ValueError("max_output_bytes must not be negative")
         self.workspace = Path(workspace).expanduser().absolute()
@@ -126,6 +129,7 @@ class LocalSandbox:
         self.kill_grace_s = kill_grace_s
         self.tmpdir = tmpdir
         self.child_setup = child_setup
+        self.sweep = sweep
 
     def __repr__(self) -> str:
         return f"LocalSandbox({str(self.workspace)!r})"
@@ -152,17 +156,7 @@ class LocalSandbox:
         self._ensure_workspace()
         deadline = time.monotonic() + timeout
         out, err = _Capture(self.max_output_bytes), _Capture(self.max_output_bytes)
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", command],
-            cwd=self.workspace,
-            env=self.child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=self.child_setup,
-        )
+        proc = self._start(command)
         pgid = proc.pid  # a new session: the shell leads its own group
         timed_out = False
         selector = selectors.DefaultSelector()
@@ -188,11 +182,11 @@ class LocalSandbox:
                     timed_out = True
             if timed_out:
                 self._end_group(proc, pgid, selector)
-            proc.wait()
+            self._collect(proc)
         finally:
             if proc.returncode is None:  # interrupted (KeyboardInterrupt, an error above): leave nothing behind
                 _signal_group(pgid, signal.SIGKILL)
-                proc.wait()
+                self._collect(proc)
             selector.close()
             proc.stdout.close()
             proc.stderr.close()
@@ -205,6 +199,25 @@ class LocalSandbox:
             timed_out=timed_out,
             truncated=bool(out.dropped or err.dropped),
         )
+
+    def _start(self, command: str) -> subprocess.Popen:
+        """The shell for ``command``, in a session of its own, its output on pipes."""
+        return subprocess.Popen(["/bin/sh", "-c", command], cwd=self.workspace, env=self.child_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True, preexec_fn=self.child_setup)
+
+    def _collect(self, proc: subprocess.Popen) -> None:
+        """Reap the shell. Without a sweep, as long as it takes; with one, briefly, then everything the call
+        started is ended and the shell's status is taken if it came (a killed one that never reports is -9)."""
+        if self.sweep is None:
+            proc.wait()
+            return
+        try:
+            proc.wait(timeout=REAP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.sweep()
+            if proc.poll() is None:
+                proc.returncode = -signal.SIGKILL
 
     def _end_group(self, proc: subprocess.Popen, pgid: int, selector: selectors.BaseSelector) -> None:
         """SIGTERM the group, wait up to the grace period for it to empty, then SIGKILL what is left."""

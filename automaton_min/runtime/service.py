@@ -51,6 +51,9 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     from automaton_min.runtime.wake import WakeBus
     from automaton_min.social.task import check_social_inbox, poll_interval_s
 
+    from automaton_min.confine.reaper import become_subreaper
+
+    become_subreaper()  # what a command leaves behind when its spawner dies comes here, to be ended
     signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
     signals.install()
     notifier = Notifier.from_environment()

@@ -44,7 +44,7 @@ def generation(n):
     time.sleep(600)
     os._exit(0)
 generation(9)
-while len(open('pids.txt').read().split()) < 9:
+while not os.path.exists('pids.txt') or len(open('pids.txt').read().split()) < 9:
     time.sleep(0.05)
 print('started 9')
 """
@@ -90,7 +90,6 @@ def stop_cleanly(run: Run) -> None:
     assert run.stop() == 0, run.output
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: setsid'd processes outlive their call and the agent")
 def test_a_commands_processes_end_with_its_call_and_none_outlives_the_agent(cli, home, model) -> None:
     set_up_home(cli, home, model)
     model.script(turn(("write_file", {"path": "chain.py", "content": CHAIN})),
@@ -111,7 +110,6 @@ def test_a_commands_processes_end_with_its_call_and_none_outlives_the_agent(cli,
     assert "checked" in check and "ALIVE" not in check, check  # already gone when the call ended
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: a ptrace-seizing child hangs the spawner; the replaced one breaks")
 def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model, tmp_path) -> None:
     set_up_home(cli, home, model)
     temp = tmp_path / "tmp"
@@ -147,7 +145,6 @@ def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model,
     assert temp_left == [], "the private temp dir was left behind"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: a 1,500-level tree makes the clean-up raise RecursionError")
 def test_a_deep_tree_in_the_temp_dir_does_not_break_the_stop(cli, home, model, tmp_path) -> None:
     set_up_home(cli, home, model)
     temp = tmp_path / "tmp"

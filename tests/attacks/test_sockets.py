@@ -117,7 +117,6 @@ def neighbours(home, tmp_path):
         neighbour.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: path sockets are reachable from commands")
 @pytest.mark.parametrize("key_guard", ["on", "off"])
 def test_no_command_reaches_a_neighbours_socket(agent_for, model, home, neighbours, monkeypatch, key_guard) -> None:
     monkeypatch.setenv("AUTOMATON_TEST_TOKEN", ENV_CANARY)
@@ -195,7 +194,6 @@ print('found', len(names))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: the notify socket is reachable from commands")
 def test_no_command_forges_a_service_notification(cli, home, model, tmp_path) -> None:
     setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
                 "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
@@ -214,5 +212,5 @@ def test_no_command_forges_a_service_notification(cli, home, model, tmp_path) ->
     assert model.pending == 0, run.output
     assert any("READY=1" in d for d in notify.datagrams), notify.datagrams  # the daemon's own still arrive
     assert not any("forged" in d or "trigger" in d for d in notify.datagrams), notify.datagrams
-    result = json.dumps(model.requests[-1].body)
+    result = next(m["content"] for m in model.requests[-1].body["messages"] if m["role"] == "tool" and "found" in m["content"])
     assert str(notify.path) in result and "SENT" not in result, result
