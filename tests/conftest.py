@@ -51,6 +51,7 @@ def reset_logging():
     for handler in list(root.handlers):
         root.removeHandler(handler)
     root.setLevel(logging.NOTSET)
+    root.propagate = True  # configure_logging turns it off; caplog needs it on
 
 
 class FixedClock:

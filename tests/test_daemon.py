@@ -55,6 +55,28 @@ def test_stop_while_asleep_exits_promptly(clock) -> None:
     assert code == [0] and cycle.reasons == ["the runtime started"]
 
 
+class FullDiskCycle(RecordingCycle):
+    """The first cycle cannot write state.db (the disk is full); the next one stops the daemon."""
+
+    def run_cycle(self, reason: str, stop: threading.Event, abandon: threading.Event | None = None) -> None:
+        import apsw
+
+        self.reasons.append(reason)
+        if len(self.reasons) == 1:
+            raise apsw.FullError("database or disk is full")
+        self.signals.stop.set()
+
+
+def test_a_full_disk_releases_the_reserve_and_tries_again_at_once(clock) -> None:
+    signals = Signals()
+    cycle = FullDiskCycle(signals)
+    released, recovered = [], []
+    code = serve(cycle, signals, lambda: None, now=clock, recover=lambda: recovered.append(1),
+                 release_reserve=lambda: released.append(1) or True)
+    assert code == 0 and released == [1] and recovered == [1]  # no wait for STORAGE_RETRY_S: the stop came next
+    assert "released its reserve" in cycle.reasons[1]
+
+
 BUSY_WAITER = """
 import sys
 from automaton_min.runtime.daemon import Signals

@@ -37,6 +37,7 @@ from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
 from automaton_min.store.db import STORAGE_ERRORS, Database, open_database
+from automaton_min.store.disk_reserve import DiskReserve
 from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, set_json, set_value
 from automaton_min.store.turns import StoredTurn
@@ -356,8 +357,10 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
 
     hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
                          topup=inline_topup if conway else None, key_guard=key_guard, metrics=metrics)
+    disk = DiskReserve(home.root, workspace) if sandbox.is_local else None
     services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
-                            balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay)
+                            balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay,
+                            disk=disk)
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db))
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,

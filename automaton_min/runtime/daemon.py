@@ -12,9 +12,10 @@ nothing of the turn is written, its messages go back to the inbox). A second sig
 exits at once. Then the process exits 0.
 
 A cycle that cannot write ``state.db`` (the disk is full, a write failed, the file system went read-only) does
-not end the process: the database is intact (the failed transaction is rolled back), so the daemon logs one
-error naming the file and the fix, waits ``STORAGE_RETRY_S`` or until woken, runs ``recover`` (the runtime puts
-back the inbox messages the failed turn had claimed) and tries the next cycle.
+not end the process: the database is intact (the failed transaction is rolled back). If the disk reserve
+(``store/disk_reserve.py``) was still held, it is released and the next cycle starts at once; otherwise the
+daemon logs one error naming the file and the fix and waits ``STORAGE_RETRY_S`` or until woken. Either way
+``recover`` runs first (the runtime puts back the inbox messages the failed turn had claimed).
 """
 
 from __future__ import annotations
@@ -150,13 +151,15 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
           on_stop: Callable[[], None] | None = None, max_cycles: int | None = None,
           take_wakes: Callable[[], list[str]] | None = None, tick: Callable[[], None] | None = None,
           tick_s: float | None = None, status: Callable[[str], object] | None = None,
-          recover: Callable[[], object] | None = None, storage: str = "state.db") -> int:
+          recover: Callable[[], object] | None = None, storage: str = "state.db",
+          release_reserve: Callable[[], bool] | None = None) -> int:
     """Run wake cycles until stopped; returns the process exit code.
 
     ``take_wakes`` consumes the pending wake events and returns their reasons (none: every wake counts);
     ``tick`` is called at least every ``tick_s`` seconds while asleep and between cycles (the watchdog's sign of
     life; without it the sleep is one uninterrupted wait); ``status`` hears what the daemon is doing (systemd's
-    STATUS=). ``recover`` runs before the cycle that follows a failure to write ``storage`` (module doc)."""
+    STATUS=). ``recover`` runs before the cycle that follows a failure to write ``storage`` (module doc), which
+    comes at once when ``release_reserve`` could give back room held for this (the disk reserve)."""
     early = take_wakes() if take_wakes else []
     reason = "; ".join(["the runtime started", *early])
     cycles = 0
@@ -178,6 +181,12 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
                 reason = _sleep(signals, sleep_until, now, take_wakes, tick, tick_s, status)
             except STORAGE_ERRORS as exc:
                 storage_failed = True
+                if release_reserve is not None and release_reserve():
+                    log.warning(f"cannot write {storage} ({exc}): released the disk reserve, trying again now",
+                                extra={"error": str(exc), "path": storage})
+                    reason = ("the disk holding your home filled up and a turn could not be saved; the runtime "
+                              "released its reserve: free space (look at du -sh * in your workspace)")
+                    continue
                 reason = _wait_for_storage(signals, exc, storage, tick, tick_s, status)
     finally:  # also when a cycle raises (a configuration error): the agent is left stopped, not "running"
         if on_stop is not None:

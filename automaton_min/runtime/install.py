@@ -101,8 +101,13 @@ TimeoutStopSec=60s
 # MemoryHigh= makes the kernel reclaim before that.
 MemoryHigh=256M
 MemoryMax=320M
-# A command that runs out of memory is killed, not the whole service.
+# A command that runs out of memory is killed, not the whole service; the daemon is the kernel's last choice:
+# every command starts at oom_score_adj 1000 (the spawner raises its own just around each fork, then goes back to
+# -500; commands cannot, /proc is read-only to them).
 OOMPolicy=continue
+OOMScoreAdjust=-500
+# The daemon needs a dozen tasks (threads are reused, none is started per call); a command that takes the rest
+# fails alone, and its processes end with its call.
 TasksMax=512
 UMask=0077
 
@@ -139,7 +144,8 @@ RestrictRealtime=yes
 RestrictSUIDSGID=yes
 RemoveIPC=yes
 SystemCallArchitectures=native
-# systemd 252's @system-service lacks Landlock's three calls (they are only in @known): allowed explicitly.
+# systemd 252's @system-service lacks Landlock's three calls (they are only in @known): allowed explicitly. The
+# spawner's own seccomp filter is installed with prctl(PR_SET_SECCOMP), which @system-service allows.
 SystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self
 # A call outside the list fails with EPERM instead of killing the process.
 SystemCallErrorNumber=EPERM

@@ -80,6 +80,9 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     watchdog = Watchdog.from_environment(notifier, [loop_progress, SchedulerProgress(scheduler)])
     if watchdog is not None:
         watchdog.start()
+    disk = agent.loop.services.disk
+    if disk is not None:
+        disk.start()  # room to save turns when a command fills the disk
     log_banner(agent, config)
     notifier.ready()
 
@@ -100,4 +103,5 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     return serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
                  take_wakes=agent.take_wakes, tick=loop_progress.tick,
                  tick_s=watchdog.tick_every if watchdog is not None else None, status=notifier.status,
-                 recover=after_storage_failure, storage=str(db_path(home, config)))
+                 recover=after_storage_failure, storage=str(db_path(home, config)),
+                 release_reserve=disk.release if disk is not None else None)

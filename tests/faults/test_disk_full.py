@@ -107,11 +107,13 @@ def test_the_daemon_survives_a_full_disk_and_recovers_when_space_returns(cli, ho
             limit = db_path.stat().st_size + 3 * TEXT
             for pid in run_processes(proc.pid):  # the binary: its bootloader and the Python runtime it started
                 resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-            assert wait_for(lambda: "cannot write" in log(), 30, proc), log()[-3000:]
+            # first the disk reserve is given up (a warning), then, still refused, the error with the fix
+            assert wait_for(lambda: "free some space" in log(), 30, proc), log()[-3000:]
             time.sleep(0.5)  # the daemon is now waiting for space; it must still be there
             assert proc.poll() is None, log()[-3000:]
             assert integrity(db_path) == "ok"
-            line = next(json.loads(l) for l in log().splitlines() if "cannot write" in l)
+            assert "released the disk reserve" in log()
+            line = next(json.loads(l) for l in log().splitlines() if "free some space" in l)
             assert line["level"] == "error" and str(db_path) in line["msg"] and "free some space" in line["msg"]
             committed = count(db_path, "SELECT COUNT(*) FROM turns")
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from automaton_min.conway.sandbox import Sandbox
     from automaton_min.home import Home
     from automaton_min.inference.registry import ModelRegistry
+    from automaton_min.store.disk_reserve import DiskReserve
     from automaton_min.treasury.payer import Payer
 
 
@@ -78,6 +79,7 @@ class ToolServices:
     payer: "Payer | None" = None
     registry: "ModelRegistry | None" = None
     relay: Relay | None = None
+    disk: "DiskReserve | None" = None  # local mode: the home's free space, looked at after each command
     heartbeat: HeartbeatControl | None = None
     network: "Network | None" = None  # the chain payments use (default Base)
     loop: LoopControl | None = None  # new every turn

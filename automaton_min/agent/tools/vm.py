@@ -105,6 +105,13 @@ def format_exec(result: ExecResult, timeout_s: float) -> str:
     return "\n".join(lines)
 
 
+def disk_note(ctx: ToolContext) -> str:
+    """After a command or a write in local mode: what the agent must know when the disk is full, else ''."""
+    disk = ctx.services.disk
+    note = disk.check() if disk is not None else None
+    return f"\n{note}" if note else ""
+
+
 def run_exec(ctx: ToolContext, args: dict[str, Any]) -> str:
     sandbox = need(ctx, "sandbox")
     timeout_s = int(args.get("timeout", DEFAULT_EXEC_TIMEOUT_MS)) / 1000
@@ -112,10 +119,11 @@ def run_exec(ctx: ToolContext, args: dict[str, Any]) -> str:
         result = sandbox.exec(args["command"], timeout_s)
     except RuntimeFailure as exc:
         unanswered = getattr(exc, "status", 0) is None  # no answer from a remote sandbox: it may have run
-        raise ToolFailure(f"exec failed: {exc}" + ("; the command may or may not have run" if unanswered else "")) from None
+        raise ToolFailure(f"exec failed: {exc}" + ("; the command may or may not have run" if unanswered else "")
+                          + disk_note(ctx)) from None
     except OSError as exc:
-        raise ToolFailure(f"the command could not be started: {exc.strerror or exc}") from None
-    return format_exec(result, timeout_s)
+        raise ToolFailure(f"the command could not be started: {exc.strerror or exc}{disk_note(ctx)}") from None
+    return format_exec(result, timeout_s) + disk_note(ctx)
 
 
 EXEC = Tool(ToolSpec(
@@ -199,10 +207,10 @@ def run_write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     try:
         sandbox.write_file(path, content)
     except OSError as exc:
-        raise ToolFailure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ToolFailure(f"cannot write {path}: {exc.strerror or exc}{disk_note(ctx)}") from None
     except RuntimeFailure as exc:
-        raise ToolFailure(f"cannot write {path}: {exc}") from None
-    return f"File written: {shown} ({len(content.encode('utf-8'))} bytes)"
+        raise ToolFailure(f"cannot write {path}: {exc}{disk_note(ctx)}") from None
+    return f"File written: {shown} ({len(content.encode('utf-8'))} bytes)" + disk_note(ctx)
 
 
 WRITE_FILE = Tool(ToolSpec(
