@@ -253,12 +253,32 @@ def guard_and_key() -> tuple[KeyGuard, bytes, bytes]:
     lambda k, w: "\n".join(base64.b64encode(w).decode()[i:i + 76] for i in range(0, 400, 76)),
     lambda k, w: base64.urlsafe_b64encode(w).decode(),
     lambda k, w: base64.b64encode(w).decode()[::-1],
+    lambda k, w: base64.b32encode(w).decode(),
+    lambda k, w: base64.b32encode(b"xy" + w).decode().lower(),
+    lambda k, w: w.hex(),
+    lambda k, w: " ".join(f"{b:02x}" for b in w),
+    lambda k, w: base64.b32encode(k).decode(),
 ])
 def test_key_material_is_redacted_in_any_disguise(disguise) -> None:
     guard, key, wallet = guard_and_key()
     text = "exit_code: 0\nstdout:\n" + disguise(key, wallet) + "\nstderr: (empty)"
     scrubbed = guard.scrub(text)
     assert REDACTED in scrubbed and key.hex() not in scrubbed.lower() and scrubbed.startswith("exit_code: 0")
+
+
+API_KEY = "sk-ant-api03-Zq8xW2vN5mK7pR4tY1uI3oE6aS9dF0gH"
+
+
+@pytest.mark.parametrize("disguise", [
+    lambda a: a, lambda a: a[5:30], lambda a: a.encode().hex(), lambda a: a.encode().hex().upper(),
+    lambda a: base64.b64encode(a.encode()).decode(), lambda a: base64.b64encode(b"k=" + a.encode()).decode(),
+    lambda a: base64.b32encode(a.encode()).decode(), lambda a: base64.b32encode(b"key:" + a.encode()).decode().lower(),
+    lambda a: a[::-1], lambda a: base64.b64encode(a.encode()).decode()[::-1],
+])
+def test_api_keys_are_redacted_in_the_same_disguises(disguise) -> None:
+    guard = KeyGuard(bytes(range(1, 33)), b"", [API_KEY])
+    scrubbed = guard.scrub("stdout:\n" + disguise(API_KEY) + "\n")
+    assert REDACTED in scrubbed and API_KEY[13:29] not in scrubbed
 
 
 def test_ordinary_output_passes_untouched() -> None:

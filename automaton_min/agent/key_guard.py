@@ -1,14 +1,14 @@
-"""A second line behind confinement: the wallet key never reaches the model, in any disguise.
+"""A second line behind confinement: the wallet key and the API keys never reach the model, in any disguise.
 
-The confinement keeps commands away from the wallet; this scrubs what does come back
-anyway, before it is stored or sent. It looks for pieces of at least ``WINDOW``
-characters of:
+The confinement keeps commands away from the wallet and the configuration; this scrubs what does come back
+anyway, before it is stored or sent. It looks for pieces of at least ``WINDOW`` characters of:
 
-- the key in hex, in any case and with anything between the digits (spaces, colons,
-  dashes, newlines: ``' '.join(key)``, ``xxd``/``od`` dumps), forwards and reversed;
-- base64 of the key bytes and of the whole ``wallet.json``, at every alignment (so a
-  copy inside a larger base64 stream, such as ``tar | base64``, is found too), with
-  line breaks ignored, forwards and reversed.
+- the key in hex, in any case and with anything between the digits (spaces, colons, dashes, newlines:
+  ``' '.join(key)``, ``xxd``/``od`` dumps), forwards and reversed;
+- base64 of the key bytes and of the whole ``wallet.json``, at every alignment (so a copy inside a larger
+  base64 stream, such as ``tar | base64``, is found too), with line breaks ignored, forwards and reversed;
+- hex, base64 and base32 of the key as text (how it sits in ``wallet.json``, so encodings of the file's text
+  are caught), and of every API key (``secrets``), at every alignment; the API keys themselves too.
 
 Each match is replaced, in the original text, from its first to its last character,
 by ``[redacted: wallet key material]``.
@@ -24,6 +24,8 @@ WINDOW = 16  # 64 bits of a 256-bit key: a shorter run is no help to a thief, an
 REDACTED = "[redacted: wallet key material]"
 _HEX = re.compile(r"[0-9a-fA-F]")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]")
+_B32 = re.compile(r"[A-Za-z2-7]")
+_B64_OUTSIDE = re.compile(r"[^A-Za-z0-9+/_-]")
 
 
 def _windows(texts: list[str]) -> set[str]:
@@ -40,18 +42,38 @@ def _b64_forms(data: bytes) -> list[str]:
     return forms
 
 
-class KeyGuard:
-    """Finds and redacts wallet key material in text. Built once from the key and the wallet file's bytes."""
+def _b32_forms(data: bytes) -> list[str]:
+    """base32 of ``data`` starting at each of the five byte alignments, without the uncertain edge characters,
+    in lower case (base32 is read without regard to case)."""
+    forms = []
+    for shift in range(5):
+        encoded = base64.b32encode(data[shift:]).decode().rstrip("=").lower()
+        forms.append(encoded[:-2] if len(encoded) > 2 else encoded)
+    return forms
 
-    def __init__(self, key: bytes, wallet_file: bytes = b"") -> None:
+
+def _both_ways(forms: list[str]) -> list[str]:
+    return forms + [form[::-1] for form in forms]
+
+
+class KeyGuard:
+    """Finds and redacts key material in text. Built once from the wallet key, the wallet file's bytes and the
+    API keys (``secrets``)."""
+
+    def __init__(self, key: bytes, wallet_file: bytes = b"", secrets: tuple[str, ...] | list[str] = ()) -> None:
         hex_key = key.hex()
-        self._hex = _windows([hex_key, hex_key[::-1]])
+        texts = [("0x" + hex_key).encode(), *(secret.encode() for secret in secrets if len(secret) >= WINDOW)]
+        self._hex = _windows(_both_ways([hex_key, *(text.hex() for text in texts)]))
         b64 = _b64_forms(key) + (_b64_forms(wallet_file) if wallet_file else [])
-        self._b64 = _windows(b64 + [form[::-1] for form in b64])
+        b64 += [form for text in texts for form in _b64_forms(text)]
+        b64 += [_B64_OUTSIDE.sub("", secret) for secret in secrets if len(secret) >= WINDOW]
+        self._b64 = _windows(_both_ways(b64))
+        self._b32 = _windows(_both_ways([form for data in (key, *texts) for form in _b32_forms(data)]))
 
     def scrub(self, text: str) -> str:
         """``text`` with every piece of key material replaced; unchanged (the same object) when there is none."""
-        spans = self._find(text, _HEX, self._hex, fold=True) + self._find(text, _B64, self._b64, fold=False)
+        spans = (self._find(text, _HEX, self._hex, fold=True) + self._find(text, _B64, self._b64, fold=False)
+                 + self._find(text, _B32, self._b32, fold=True))
         if not spans:
             return text
         spans.sort()

@@ -22,7 +22,7 @@ from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
-from automaton_min.config import Config, db_path
+from automaton_min.config import SECRET_KEYS, Config, db_path
 from automaton_min.errors import AutomatonError
 from automaton_min.conway.sandbox import Sandbox, sandbox_for
 from automaton_min.home import Home
@@ -317,7 +317,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
 
     with start_step("wallet"):
         wallet: Wallet = load_wallet(home.wallet_path)
-        key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes())
+        key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes(),
+                             [config.get(name) for name in sorted(SECRET_KEYS) if config.get(name)])
     with start_step("database"):
         db = open_database(db_path(home, config), now=now)
         inbox.reclaim_stale(db)
