@@ -51,7 +51,7 @@ NAMES = {
     "exec", "read_file", "write_file", "check_credits", "check_usdc_balance", "topup_credits", "transfer_credits",
     "x402_fetch", "sleep", "system_synopsis", "heartbeat_ping", "distress_signal", "enter_low_compute", "send_message",
     "list_models", "switch_model", "check_inference_spending", "modify_heartbeat", "update_genesis_prompt", "view_soul",
-    "update_soul", "expose_port", "remove_port", "create_sandbox", "list_sandboxes",
+    "update_soul", "expose_port", "remove_port", "create_sandbox", "list_sandboxes", "stop_job",
 }
 MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure", "note_about_agent", "forget"}
 MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
@@ -148,7 +148,7 @@ def test_every_builtin_is_registered_with_a_strict_schema() -> None:
 
 
 def test_flags_match_the_inventory() -> None:
-    assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING
+    assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING | {"stop_job"}  # stop_job is ours (background jobs)
     assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}

@@ -324,6 +324,36 @@ def test_cancel_ends_the_command_under_way_and_the_spawner_serves_on(confined: C
     assert confined.exec("echo next", 20).stdout == "next\n"
 
 
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def test_a_background_job_outlives_its_call_until_stopped_and_never_the_spawner(agent_home: Path) -> None:
+    sandbox = start(agent_home, "landlock" if abi_version() else "namespace")
+    try:
+        job = sandbox.start_job("sleep 300 & echo $! > child.pid; echo started; wait")
+        assert sandbox.exec("echo next", 20).stdout == "next\n"  # a call ends: the job is spared
+        child = int((agent_home / "workspace" / "child.pid").read_text())
+        assert _running(job["pid"]) and _running(child)
+        assert [j["id"] for j in sandbox.jobs() if j["running"]] == [job["id"]]
+        assert (agent_home / "workspace" / job["log"]).read_text() == "started\n"
+        cat = sandbox.exec(f"cat ../wallet.json; kill -0 {os.getpid()} && echo signalled", 20)  # still confined
+        assert "privateKey" not in cat.stdout and "signalled" not in cat.stdout
+        stopped = sandbox.stop_job(job["id"])
+        assert not stopped["running"] and not _running(job["pid"]) and not _running(child)
+        assert sandbox.jobs() == []
+        with pytest.raises(FileNotFoundError):
+            sandbox.stop_job(job["id"])
+        last = sandbox.start_job("sleep 302")
+        assert _running(last["pid"])
+    finally:
+        sandbox.close()
+    assert not _running(last["pid"])  # every job ends with the spawner
+
+
 def test_a_job_left_in_the_background_ends_with_its_call(agent_home: Path) -> None:
     """A job a command left running (in a new session too) is killed and reaped when the call ends."""
     sandbox = start(agent_home, "landlock" if abi_version() else "namespace")

@@ -78,6 +78,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("sandbox", info["sandbox"] or "local"),
         ("confinement", info["confinement"] or "not known yet (the agent has not run)"),
         ("run", _run_text(info)),
+        ("background", "; ".join(f"{j['id']} pid {j['pid']}: {j['command'][:60]}" for j in info["backgroundJobs"]) or None),
         ("state", info["state"]),
         ("tier", info["tier"] or "unknown (no credit balance read yet)"),
         ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")),

@@ -199,6 +199,16 @@ class ConfinedSandbox:
     def write_file(self, path: str, content: str) -> None:
         self._call({"op": "write_file", "path": path, "content": content}, START_TIMEOUT_S)
 
+    def start_job(self, command: str) -> dict:
+        """Start ``command`` as a background job (``confine/jobs.py``); the job as the spawner describes it."""
+        return self._call({"op": "start_job", "command": command}, START_TIMEOUT_S)["job"]
+
+    def stop_job(self, job_id: str) -> dict:
+        return self._call({"op": "stop_job", "id": job_id}, START_TIMEOUT_S)["job"]
+
+    def jobs(self) -> list[dict]:
+        return self._call({"op": "jobs"}, START_TIMEOUT_S)["jobs"]
+
     def expose_port(self, port: int) -> PortInfo:
         return PortInfo(int(port), f"http://localhost:{int(port)}")
 

@@ -95,7 +95,7 @@ def end_tree(root: int, *, include_root: bool = False, spare: Collection[int] = 
     while time.monotonic() < deadline:
         if reap_any:
             reap()
-        if not any(_alive(pid) for pid in stopped):
+        if not any(alive(pid) for pid in stopped):
             break
         pause.wait(_POLL_S)
     return len(stopped)
@@ -106,7 +106,7 @@ def end_descendants(spare: Collection[int] = (), within_s: float = END_WITHIN_S)
     return end_tree(os.getpid(), spare=spare, within_s=within_s)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Still running (a zombie waiting to be reaped does not count)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:

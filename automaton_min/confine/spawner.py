@@ -19,7 +19,8 @@ SIGTERM cancels the command under way (its process group is killed) and the spaw
 goes on serving; it ends when the daemon closes the channel.
 
 Requests: ``{"op": "exec", "command", "timeout_s"}``, ``{"op": "read_file", "path"}``,
-``{"op": "write_file", "path", "content"}``; replies ``{"ok": true, ...}`` or
+``{"op": "write_file", "path", "content"}``, ``{"op": "start_job", "command"}``, ``{"op": "stop_job", "id"}``,
+``{"op": "jobs"}`` (background jobs, ``jobs.py``); replies ``{"ok": true, ...}`` or
 ``{"ok": false, "errno", "error"}``.
 """
 
@@ -34,6 +35,7 @@ import sys
 from typing import Callable
 
 from automaton_min.confine import caps, landlock, namespace, reaper, seccomp
+from automaton_min.confine.jobs import Job, Jobs
 from automaton_min.confine.plan import Plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
 from automaton_min.conway.local import LocalSandbox  # with everything exec needs (subprocess, selectors, codecs)
@@ -124,16 +126,29 @@ class OomScore:
 
 
 class SpawnerSandbox(LocalSandbox):
-    """Local commands as the spawner runs them: each one starts as the OOM killer's first choice."""
+    """Local commands as the spawner runs them: each one starts as the OOM killer's first choice, and when a
+    call ends everything it started ends too, but the background jobs."""
 
     def __init__(self, *args, oom: OomScore, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, sweep=self.end_leftovers, **kwargs)
         self.oom = oom
+        self.jobs = Jobs(self.workspace)
+
+    def end_leftovers(self) -> None:
+        reaper.end_descendants(spare=self.jobs.pids())
 
     def _start(self, command: str):
         self.oom.raised()
         try:
             return super()._start(command)
+        finally:
+            self.oom.restore()
+
+    def start_job(self, command: str) -> Job:
+        self._ensure_workspace()
+        self.oom.raised()
+        try:
+            return self.jobs.start(command, self.child_env(), self.child_setup)
         finally:
             self.oom.restore()
 
@@ -163,7 +178,7 @@ def _failure(exc: OSError) -> dict:
     return {"ok": False, "errno": exc.errno or errno_codes.EIO, "error": exc.strerror or str(exc)}
 
 
-def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
+def serve(sock: socket.socket, sandbox: SpawnerSandbox) -> None:
     """Answer requests until the daemon closes its end."""
     while True:
         try:
@@ -179,6 +194,12 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
             elif op == "write_file":
                 sandbox.write_file(request["path"], request["content"])
                 reply = {"ok": True}
+            elif op == "start_job":
+                reply = {"ok": True, "job": sandbox.start_job(request["command"]).as_dict()}
+            elif op == "stop_job":
+                reply = {"ok": True, "job": sandbox.jobs.stop(request["id"]).as_dict()}
+            elif op == "jobs":
+                reply = {"ok": True, "jobs": [job.as_dict() for job in sandbox.jobs.listing()]}
             else:
                 reply = {"ok": False, "errno": errno_codes.EINVAL, "error": f"unknown operation {op!r}"}
         except Cancelled:  # LocalSandbox.exec ended the command's whole process group on the way out
@@ -188,7 +209,7 @@ def serve(sock: socket.socket, sandbox: LocalSandbox) -> None:
         except ValueError as exc:
             reply = {"ok": False, "errno": errno_codes.EINVAL, "error": str(exc)}
         if op == "exec":
-            reaper.end_descendants()  # whatever the command left behind, setsid'd or not, ends with its call
+            sandbox.end_leftovers()  # whatever the command left behind, setsid'd or not, ends with its call
         send(sock, reply)
         reaper.reap()
 
@@ -210,8 +231,7 @@ def main(fd: int) -> int:
     signal.signal(signal.SIGTERM, _cancel)
     send(sock, {"ok": True, **report, "pid": os.getpid()})
     sandbox = SpawnerSandbox(plan.workspace, tmpdir=plan.tmp, child_setup=command_setup(enter_layer),
-                             max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)),
-                             sweep=reaper.end_descendants, oom=oom)
+                             max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)), oom=oom)
     try:
         serve(sock, sandbox)
     finally:

@@ -6,6 +6,7 @@ from typing import Any
 
 from automaton_min import __version__
 from automaton_min.agent.states import read_agent_state
+from automaton_min.agent.tools.jobs import JOBS_KEY
 from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
@@ -14,7 +15,7 @@ from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import get_value, json_object
+from automaton_min.store.kv import get_value, json_list, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
 
@@ -69,6 +70,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         usdc = json_object(get_value(db, USDC_KEY))
         last_error = json_object(get_value(db, LAST_ERROR_KEY))
         confinement = get_value(db, CONFINEMENT_KEY)
+        jobs = json_list(get_value(db, JOBS_KEY)) if running else []  # only a running agent has jobs
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
         approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
@@ -91,6 +93,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "usdcAt": usdc.get("at") if atomic is not None else None,
         "lastError": last_error if last_error.get("message") else None,
         "confinement": confinement,
+        "backgroundJobs": jobs,
         "alerts": alerts[1] if alerts else [],
         "alertsAt": alerts[0] if alerts else None,
         "pendingApprovals": approvals,

@@ -35,6 +35,17 @@ def set_json(db: "Database", key: str, value: object, now_ms: int) -> None:
     set_value(db, key, orjson.dumps(value).decode(), now_ms)
 
 
+def json_list(raw: str | None) -> list[Any]:
+    """Stored text holding a JSON array; anything else reads as empty."""
+    import orjson
+
+    try:
+        value = orjson.loads(raw) if raw else []
+    except orjson.JSONDecodeError:
+        return []
+    return value if isinstance(value, list) else []
+
+
 def json_object(raw: str | None) -> dict[str, Any]:
     """Stored text holding a JSON object; anything else (absent, damaged, another JSON type) reads as empty."""
     import orjson

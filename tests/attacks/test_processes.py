@@ -162,3 +162,33 @@ def test_a_deep_tree_in_the_temp_dir_does_not_break_the_stop(cli, home, model, t
     with open_database(home.default_db_path) as db:
         assert json.loads(get_value(db, LAST_RUN_KEY))["stoppedAt"]
     assert not Path(str(home.default_db_path) + "-wal").exists() or Path(str(home.default_db_path) + "-wal").stat().st_size == 0
+
+
+def test_a_background_job_is_listed_stoppable_and_ends_with_the_agent(cli, home, model) -> None:
+    """The one way to keep a process past its call: ``exec`` with ``background``; ``status`` lists it,
+    ``stop_job`` ends it, and the rest end when the agent stops."""
+    set_up_home(cli, home, model)
+    seen: dict = {}
+
+    def look_at_status(body):
+        seen.update(json.loads(cli("status", "--json").stdout))
+        return turn(("stop_job", {"id": "job2"}), ("exec", {"command": "echo next"}))
+
+    model.script(turn(("exec", {"command": "echo $$ > keeper.pid; exec sleep 300", "background": True}),
+                      ("exec", {"command": "echo $$ > stopped.pid; exec sleep 301", "background": True})),
+                 look_at_status, finish())
+    run = Run(home.root)
+    pids: list[int] = []
+    try:
+        stop_cleanly(run)
+    finally:
+        run.stop()
+        pids = [int((home.root / "workspace" / name).read_text()) for name in ("keeper.pid", "stopped.pid")
+                if (home.root / "workspace" / name).exists()]
+        left = alive(pids)
+        kill_all(pids)
+    assert [job["id"] for job in seen["backgroundJobs"]] == ["job1", "job2"], seen.get("backgroundJobs")
+    assert len(pids) == 2 and left == [], "a background job outlived the agent"
+    with open_database(home.default_db_path) as db:
+        stopped = db.query_one("SELECT result, error FROM tool_calls WHERE name = 'stop_job'")
+    assert stopped[1] is None and "stopped job2" in stopped[0] and "running now: job1" in stopped[0], stopped

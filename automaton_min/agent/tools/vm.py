@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
+from automaton_min.agent.tools.jobs import STOP_JOB, start_background
 from automaton_min.agent.tools.loop_control import need, object_schema
 from automaton_min.conway.sandbox import ExecResult
 from automaton_min.errors import RuntimeFailure
@@ -113,6 +114,8 @@ def disk_note(ctx: ToolContext) -> str:
 
 
 def run_exec(ctx: ToolContext, args: dict[str, Any]) -> str:
+    if args.get("background"):
+        return start_background(ctx, args["command"]) + disk_note(ctx)
     sandbox = need(ctx, "sandbox")
     timeout_s = int(args.get("timeout", DEFAULT_EXEC_TIMEOUT_MS)) / 1000
     try:
@@ -128,11 +131,13 @@ def run_exec(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 EXEC = Tool(ToolSpec(
     "exec",
-    "Run a shell command in your sandbox (/bin/sh -c, in your home directory). Returns exit code, stdout and stderr.",
+    "Run a shell command in your sandbox (/bin/sh -c, in your home directory). Returns exit code, stdout and stderr. "
+    "Everything it starts ends with the call unless background is true.",
     object_schema({
         "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS, "description": "The shell command"},
         "timeout": {"type": "integer", "minimum": 1000, "maximum": MAX_EXEC_TIMEOUT_MS,
                     "description": f"Milliseconds before the command is stopped (default {DEFAULT_EXEC_TIMEOUT_MS})"},
+        "background": {"type": "boolean", "description": "Keep it running after this call (a server); stop it with stop_job"},
     }, ["command"]),
     "vm", risk="caution", mutating=True,
 ), run_exec)
@@ -300,4 +305,4 @@ LIST_SANDBOXES = Tool(ToolSpec(
 ), run_list_sandboxes)
 
 
-TOOLS = (EXEC, READ_FILE, WRITE_FILE, EXPOSE_PORT, REMOVE_PORT, CREATE_SANDBOX, LIST_SANDBOXES)
+TOOLS = (EXEC, STOP_JOB, READ_FILE, WRITE_FILE, EXPOSE_PORT, REMOVE_PORT, CREATE_SANDBOX, LIST_SANDBOXES)

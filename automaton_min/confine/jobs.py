@@ -1,0 +1,89 @@
+"""Background jobs: the few commands the agent means to keep running after their call (a server for
+``expose_port``), kept by the confined spawner.
+
+A job is ``/bin/sh -c <command>`` started like any command (same confinement, limits and OOM score), in a
+session of its own, its output appended to ``.jobs/<id>.log`` in the workspace. Everything below a job's shell
+is spared when a call ends; what leaves it (a daemon that double-forks is re-parented to the spawner) ends
+with the next call, as any command's leftovers do. ``stop`` ends a job with everything below it, and every
+job ends when the spawner does: none outlives the agent.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from automaton_min.confine import reaper
+
+MAX_JOBS = 4
+LOG_DIR = ".jobs"
+
+
+@dataclass
+class Job:
+    id: str
+    pid: int
+    command: str
+    log: str
+    started_at: float
+    running: bool = True
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Jobs:
+    """The spawner's background jobs."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self._running: dict[str, tuple[Job, subprocess.Popen]] = {}
+        self._numbers = itertools.count(1)
+
+    def pids(self) -> list[int]:
+        return [job.pid for job, _ in self._running.values()]
+
+    def listing(self) -> list[Job]:
+        """Every job, the ended ones for the last time (they are forgotten once listed)."""
+        jobs = []
+        for key, (job, proc) in list(self._running.items()):
+            job.running = proc.poll() is None and reaper.alive(job.pid)
+            if not job.running:
+                del self._running[key]
+            jobs.append(job)
+        return jobs
+
+    def start(self, command: str, env: dict[str, str], child_setup: Callable[[], None] | None) -> Job:
+        """Start ``command`` as a job (``child_setup`` confines it as any command)."""
+        if len([job for job in self.listing() if job.running]) >= MAX_JOBS:
+            raise OSError(errno.EBUSY, f"{MAX_JOBS} background jobs already run; stop one first")
+        job_id = f"job{next(self._numbers)}"
+        logs = self.workspace / LOG_DIR
+        logs.mkdir(mode=0o700, exist_ok=True)
+        log_path = logs / f"{job_id}.log"
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.workspace, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+                                    close_fds=True, preexec_fn=child_setup)
+        finally:
+            os.close(fd)
+        job = Job(job_id, proc.pid, command, f"{LOG_DIR}/{job_id}.log", time.time())
+        self._running[job_id] = (job, proc)
+        return job
+
+    def stop(self, job_id: str) -> Job:
+        entry = self._running.pop(job_id, None)
+        if entry is None:
+            raise OSError(errno.ENOENT, f"no background job {job_id!r} (running: {', '.join(self._running) or 'none'})")
+        job, proc = entry
+        reaper.end_tree(job.pid, include_root=True)
+        proc.poll()
+        job.running = False
+        return job
