@@ -203,7 +203,7 @@ def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, 
     try:
         if isinstance(sandbox, RefusingSandbox):
             pytest.skip("unprivileged user namespaces are not available here")
-        assert sandbox.describe() == "namespace"
+        assert sandbox.describe() == "namespace (no unix sockets)"
     finally:
         sandbox.close()
 

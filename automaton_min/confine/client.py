@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from automaton_min.confine import reaper
+from automaton_min.confine.cgroups import CommandGroup, Unavailable, commands_group
 from automaton_min.confine.namespace import protect_daemon
 from automaton_min.confine.plan import make_plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
@@ -66,7 +67,8 @@ class ConfinedSandbox:
 
     is_local = True
 
-    def __init__(self, home: Path, workspace: Path, method: str, *, max_output_bytes: int = 64 * 1024) -> None:
+    def __init__(self, home: Path, workspace: Path, method: str, *, max_output_bytes: int = 64 * 1024,
+                 own_cgroup: bool = False) -> None:
         self.home = Path(home)
         self.workspace = Path(workspace).expanduser().absolute()
         self.method = method
@@ -76,17 +78,26 @@ class ConfinedSandbox:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._tmp: Path | None = None
+        self.own_cgroup = own_cgroup
+        self._group: CommandGroup | None = None
+        self.cgroup = "not asked for" if not own_cgroup else "not made yet"
 
     def __repr__(self) -> str:
         return f"ConfinedSandbox({str(self.workspace)!r}, {self.describe()!r})"
 
     def describe(self) -> str:
         """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
+        sockets = ", no unix sockets" if self.report.get("unix_sockets") == "refused" else ""
         if self.report.get("method") == "landlock":
             scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else ""
             hidden = ", home hidden" if self.report.get("home_hidden") else ""
-            return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden})"
-        return self.report.get("method", self.method)
+            return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden}{sockets})"
+        return self.report.get("method", self.method) + (f" ({sockets[2:]})" if sockets else "")
+
+    def limits(self) -> str:
+        """One line: what bounds the commands besides the confinement (the OOM score, rlimits, the cgroup)."""
+        oom = "OOM killer's first choice" if self.report.get("oom_first") else "OOM score not set (/proc refused it)"
+        return f"{oom}; no core files, files up to 1 GiB; {self.cgroup}"
 
     # ------------------------------------------------------------------ the spawner process
 
@@ -103,6 +114,7 @@ class ConfinedSandbox:
                 start_new_session=True)  # Ctrl-C at the terminal is for the daemon, which then finishes its turn
         finally:
             theirs.close()
+        self._join_group(self._proc.pid)  # before it starts anything: every command lands in the group too
         self._sock = ours
         ours.settimeout(START_TIMEOUT_S)
         try:
@@ -127,6 +139,12 @@ class ConfinedSandbox:
             except subprocess.TimeoutExpired:
                 self._end_spawner()
         self._end_orphans()
+        if self._group is not None:
+            try:
+                self._group.remove()
+            except OSError as exc:
+                log.warning("the commands' cgroup could not be removed", extra={"error": str(exc)})
+            self._group = None
         if self._tmp is not None:
             try:
                 remove_tree(self._tmp)
@@ -134,6 +152,23 @@ class ConfinedSandbox:
                 log.warning("the confined spawner's temp dir could not be removed entirely",
                             extra={"path": str(self._tmp), "error": str(exc)})
             self._tmp = None
+
+    def _join_group(self, pid: int) -> None:
+        """Put the new spawner in the commands' cgroup (made on first use); where none can be had, say why."""
+        if not self.own_cgroup:
+            return
+        if self._group is None:
+            made = commands_group()
+            if isinstance(made, Unavailable):
+                self.cgroup = f"none: {made.reason}"
+                return
+            self._group = made
+        try:
+            self._group.add(pid)
+        except OSError as exc:
+            self.cgroup = f"none: {exc}"
+            return
+        self.cgroup = self._group.describe()
 
     def _end_spawner(self) -> None:
         """The spawner and everything below it, stopped and killed (it hangs, or will not end)."""
@@ -237,13 +272,14 @@ class UnconfinedSandbox(LocalSandbox):
         return "none (unconfinedExec is set)"
 
 
-def local_sandbox(home: Path, workspace: Path, config: Any) -> ConfinedSandbox | LocalSandbox:
-    """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed) bare."""
+def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False) -> ConfinedSandbox | LocalSandbox:
+    """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed) bare.
+    ``own_cgroup``: put the spawner and its commands in a cgroup of their own where one can be had."""
     protect_daemon()  # before any command exists: no core files, and /proc/<pid> needs a capability commands lack
     failures = []
     for method in METHODS[config.get("execConfinement") or "auto"]:
         try:
-            sandbox = ConfinedSandbox(home, workspace, method).start()
+            sandbox = ConfinedSandbox(home, workspace, method, own_cgroup=own_cgroup).start()
         except ConfinementUnavailable as exc:
             failures.append(str(exc))
             continue

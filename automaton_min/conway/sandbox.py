@@ -118,6 +118,7 @@ def sandbox_for(
     client: "ConwayClient | None" = None,
     send: Callable[..., Any] | None = None,
     home: Path | None = None,
+    own_cgroup: bool = False,
 ) -> Sandbox:
     """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
 
@@ -125,7 +126,8 @@ def sandbox_for(
     reference runtime ran). Given the agent's ``home``, local commands are confined by
     the kernel so they cannot reach it (``automaton_min.confine``); the running agent
     always passes it. Remote mode uses ``client`` or builds one from
-    ``conwayApiUrl``/``conwayApiKey`` (and ``send``, the HTTP call to use).
+    ``conwayApiUrl``/``conwayApiKey`` (and ``send``, the HTTP call to use). ``own_cgroup``: the running service
+    gives its local commands a cgroup of their own where one can be had (``confine/cgroups.py``).
     """
     sandbox_id = config.get("sandboxId")
     if is_local_sandbox_id(sandbox_id):
@@ -133,7 +135,7 @@ def sandbox_for(
         if home is not None:
             from automaton_min.confine.client import local_sandbox
 
-            return local_sandbox(Path(home), local_root, config)
+            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup)
         from automaton_min.conway.local import LocalSandbox
 
         return LocalSandbox(local_root)

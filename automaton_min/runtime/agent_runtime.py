@@ -307,8 +307,10 @@ def start_step(name: str) -> Iterator[None]:
     log.info("start-up step done", extra={"step": name})
 
 
-def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS) -> Agent:
-    """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time."""
+def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS,
+                service: bool = False) -> Agent:
+    """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time.
+    ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible)."""
     from automaton_min.agent.policy import default_rules
     from automaton_min.agent.policy.engine import PolicyEngine
     from automaton_min.agent.tools.builtin import builtin_tools
@@ -339,7 +341,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         relay = RelayClient.from_config(config, wallet, now=now)
     with start_step("sandbox"):
         workspace = home.root / "workspace"
-        sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root)
+        sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root, own_cgroup=service)
     with start_step("policy and spend limits"):
         node = rpc_url(config, BASE)
         read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)

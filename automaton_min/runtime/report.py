@@ -26,6 +26,7 @@ def banner_fields(agent: Any, config: Config) -> dict[str, Any]:
         "model": config.get("inferenceModel"),
         "provider": _provider(loop.router),
         "confinement": getattr(agent, "confinement", "unknown"),
+        "commandLimits": getattr(agent.sandbox, "limits", lambda: "none (commands run remotely or unconfined)")(),
     }
 
 

@@ -58,7 +58,7 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     signals.install()
     notifier = Notifier.from_environment()
     metrics = Metrics(now=now)
-    agent = build_agent(home, config, now=now, metrics=metrics)
+    agent = build_agent(home, config, now=now, metrics=metrics, service=True)
     signals.on_abandon.append(agent.sandbox.cancel)
 
     with start_step("heartbeat"):
