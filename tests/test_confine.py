@@ -209,18 +209,45 @@ def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, 
 
 
 @needs_landlock
-def test_doctor_starts_the_confinement_and_tries_the_wallet(cli, set_up) -> None:
+def test_doctor_starts_the_confinement_and_reports_each_protection(cli, set_up) -> None:
     result = cli("doctor", "--json")
-    check = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "confinement")
-    assert check["ok"] and check["detail"].startswith("landlock (ABI") and "wallet.json unreachable" in check["detail"]
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["confinement"]["ok"] and checks["confinement"]["detail"].startswith("landlock (ABI")
+    assert "wallet.json unreachable" in checks["confinement"]["detail"]
+    assert checks["unix sockets"]["ok"] and "seccomp" in checks["unix sockets"]["detail"], checks["unix sockets"]
+    assert checks["processes"]["ok"] and "ends with its call" in checks["processes"]["detail"]
+    assert checks["limits"]["ok"] and "OOM killer's first choice" in checks["limits"]["detail"]
+    assert checks["disk reserve"]["ok"] and "MB free" in checks["disk reserve"]["detail"]
+
+
+def test_doctor_says_what_the_kernel_lacks(agent_home: Path, monkeypatch) -> None:
+    from automaton_min.confine.self_test import self_test
+
+    monkeypatch.setattr(ConfinedSandbox, "start", _start_without_seccomp)
+    probes = {p.name: p for p in self_test(agent_home, agent_home / "workspace", {})}
+    assert not probes["unix sockets"].ok and "no seccomp" in probes["unix sockets"].detail
+    assert "CONFIG_SECCOMP_FILTER" in probes["unix sockets"].fix
+
+
+def _start_without_seccomp(self):
+    """The spawner as on a kernel without seccomp filters: it reports the filter missing (a fresh process cannot be
+    monkeypatched, so the report is changed on the way back)."""
+    started = _real_start(self)
+    self.report["unix_sockets"] = "not available: no seccomp here"
+    return started
+
+
+_real_start = ConfinedSandbox.start
 
 
 def test_an_unconfined_agent_fails_the_self_test(agent_home: Path, monkeypatch) -> None:
+    from automaton_min.confine.self_test import self_test
+
     monkeypatch.setattr(ConfinedSandbox, "start", lambda self: (_ for _ in ()).throw(ConfinementUnavailable("off")))
-    held, detail = confine_client.self_test(agent_home, agent_home / "workspace", {"unconfinedExec": True})
-    assert not held and "wallet.json is READABLE" in detail
-    held, detail = confine_client.self_test(agent_home, agent_home / "workspace", {})
-    assert not held and detail.startswith("local commands would be refused")
+    [probe] = self_test(agent_home, agent_home / "workspace", {"unconfinedExec": True})
+    assert not probe.ok and "wallet.json is READABLE" in probe.detail
+    [probe] = self_test(agent_home, agent_home / "workspace", {})
+    assert not probe.ok and probe.detail.startswith("local commands would be refused")
 
 
 def test_the_spawner_gets_a_bare_environment(monkeypatch) -> None:

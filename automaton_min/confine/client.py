@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -291,20 +290,3 @@ def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool 
         return UnconfinedSandbox(workspace)
     log.error("local commands are refused: no confinement works here", extra={"why": why})
     return RefusingSandbox(workspace, why)
-
-
-def self_test(home: Path, workspace: Path, config: Any) -> tuple[bool, str]:
-    """Start the confinement ``config`` gets here, try to read the wallet from inside it, and say what held."""
-    sandbox = local_sandbox(home, workspace, config)
-    try:
-        if isinstance(sandbox, RefusingSandbox):
-            return False, f"local commands would be refused: {sandbox.why}"
-        wallet = shlex.quote(str(Path(home) / "wallet.json"))
-        probe = Path(home) / ".confinement-probe"
-        sandbox.exec(f"cat {wallet} > /dev/null 2>&1 && echo REACHABLE > {shlex.quote(str(probe))}", 10)
-        reachable = probe.exists()  # seen from here: a write that landed in a namespace's cover does not count
-        probe.unlink(missing_ok=True)
-        held = not reachable and not isinstance(sandbox, UnconfinedSandbox)
-        return held, f"{sandbox.describe()}; wallet.json {'is READABLE' if reachable else 'unreachable'} from a command"
-    finally:
-        sandbox.close()

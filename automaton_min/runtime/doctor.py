@@ -77,18 +77,15 @@ def run_doctor(home: Home) -> list[Check]:
     checks.append(_present("soul", home.soul_path))
     checks.extend(_database_checks(home, config, wallet_address))
     if config is not None and is_local_sandbox_id(config.get("sandboxId")):
-        checks.append(_confinement_check(home, config))
+        checks.extend(_confinement_checks(home, config))
     return checks
 
 
-def _confinement_check(home: Home, config: Config) -> Check:
-    """Local mode: start the agent's confinement for real and try to read the wallet from a command."""
-    from automaton_min.confine.client import self_test
+def _confinement_checks(home: Home, config: Config) -> list[Check]:
+    """Local mode: start the agent's confinement for real and try, from a command, what it must refuse."""
+    from automaton_min.confine.self_test import self_test
 
-    held, detail = self_test(home.root, home.root / "workspace", config)
-    fix = "" if held else ("use Linux >= 5.13 with Landlock enabled (lsm=...,landlock) or allow unprivileged user "
-                           "namespaces (sysctl kernel.unprivileged_userns_clone=1); unconfinedExec runs commands unprotected")
-    return Check("confinement", held, detail, fix)
+    return [Check(p.name, p.ok, p.detail, p.fix) for p in self_test(home.root, home.root / "workspace", config)]
 
 
 def _present(name: str, path: Path) -> Check:

@@ -1,0 +1,111 @@
+"""What ``automaton-min doctor`` proves about local commands here: it starts the confinement the agent would get
+and tries, from a command, what the confinement must refuse.
+
+- ``confinement``: read the wallet;
+- ``unix sockets``: connect to a UNIX socket listening outside (the seccomp filter refuses every AF_UNIX socket);
+- ``processes``: leave a setsid'd process behind (it must be gone when the call returns);
+- ``limits``: what bounds a command's memory, tasks and files here (the OOM score, rlimits, the cgroup);
+- ``disk reserve``: the free space where the home is, against the reserve the running agent keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automaton_min.confine import reaper
+from automaton_min.confine.client import RefusingSandbox, UnconfinedSandbox, local_sandbox
+from automaton_min.store.disk_reserve import RESERVE_BYTES, RESERVE_NAME
+
+KERNEL_FIX = ("use Linux >= 5.13 with Landlock enabled (lsm=...,landlock) or allow unprivileged user namespaces "
+              "(sysctl kernel.unprivileged_userns_clone=1); unconfinedExec runs commands unprotected")
+SECCOMP_FIX = "use a kernel with seccomp filters (CONFIG_SECCOMP_FILTER, as Debian and Raspberry Pi OS ship)"
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def self_test(home: Path, workspace: Path, config: Any) -> list[Probe]:
+    """Every probe, in order; with commands refused or unconfined, the first one says so and fails."""
+    sandbox = local_sandbox(home, workspace, config, own_cgroup=True)
+    try:
+        if isinstance(sandbox, RefusingSandbox):
+            return [Probe("confinement", False, f"local commands would be refused: {sandbox.why}", KERNEL_FIX)]
+        probes = [_wallet(sandbox, home)]
+        if isinstance(sandbox, UnconfinedSandbox):
+            return probes
+        probes += [_unix_sockets(sandbox), _processes(sandbox, workspace),
+                   Probe("limits", bool(sandbox.report.get("oom_first")), sandbox.limits())]
+    finally:
+        sandbox.close()
+    return probes + [_disk(home)]
+
+
+def _wallet(sandbox: Any, home: Path) -> Probe:
+    wallet = shlex.quote(str(Path(home) / "wallet.json"))
+    probe = Path(home) / ".confinement-probe"
+    sandbox.exec(f"cat {wallet} > /dev/null 2>&1 && echo REACHABLE > {shlex.quote(str(probe))}", 10)
+    reachable = probe.exists()  # seen from here: a write that landed in a namespace's cover does not count
+    probe.unlink(missing_ok=True)
+    held = not reachable and not isinstance(sandbox, UnconfinedSandbox)
+    detail = f"{sandbox.describe()}; wallet.json {'is READABLE' if reachable else 'unreachable'} from a command"
+    return Probe("confinement", held, detail, "" if held else KERNEL_FIX)
+
+
+def _unix_sockets(sandbox: Any) -> Probe:
+    refused = sandbox.report.get("unix_sockets") == "refused"
+    with tempfile.TemporaryDirectory(prefix="automaton-doctor-") as outside:
+        path = os.path.join(outside, "listener")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            listener.listen(1)
+            listener.setblocking(False)
+            code = f"import socket; socket.socket(socket.AF_UNIX).connect({path!r})"
+            sandbox.exec(f"python3 -c {shlex.quote(code)} > /dev/null 2>&1", 10)
+            try:
+                listener.accept()[0].close()
+                connected = True
+            except BlockingIOError:
+                connected = False
+        finally:
+            listener.close()
+    ok = refused and not connected
+    detail = ("refused: a command cannot create a UNIX socket (seccomp filter)" if ok else
+              f"NOT refused ({sandbox.report.get('unix_sockets')}){': a command connected to one outside' if connected else ''}")
+    return Probe("unix sockets", ok, detail, "" if ok else SECCOMP_FIX)
+
+
+def _processes(sandbox: Any, workspace: Path) -> Probe:
+    marker = Path(workspace) / ".doctor-left-behind"
+    sandbox.exec(f"(setsid sleep 300 > /dev/null 2>&1 & echo $! > {shlex.quote(str(marker))})", 10)
+    try:
+        pid = int(marker.read_text())
+    except (OSError, ValueError):
+        return Probe("processes", False, "the probe could not start a process", "")
+    finally:
+        marker.unlink(missing_ok=True)
+    gone = not reaper.alive(pid)
+    detail = ("what a command leaves behind (setsid, double fork) ends with its call" if gone
+              else f"a setsid'd process (pid {pid}) outlived its call")
+    return Probe("processes", gone, detail)
+
+
+def _disk(home: Path) -> Probe:
+    stats = os.statvfs(home)
+    free = stats.f_bavail * stats.f_frsize
+    held = (Path(home) / RESERVE_NAME).exists()
+    reserve = f"{RESERVE_BYTES >> 20} MB reserve {'held' if held else 'kept while the agent runs'}"
+    ok = free >= RESERVE_BYTES or held
+    detail = f"{free / (1 << 20):.0f} MB free where the home is; {reserve}"
+    return Probe("disk reserve", ok, detail, "" if ok else f"free some space on the disk holding {home} (df -h)")
