@@ -20,6 +20,10 @@ import pytest
 from conftest import program
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The system's PATH for the agent under attack: its commands then run the system's python3, which the confinement
+# lets them read wherever the agent runs from (a pyenv or virtualenv python needs its prefix, which is granted only
+# when the daemon itself runs from it, not when it is the one-file binary).
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def need_root() -> None:
@@ -133,7 +137,7 @@ class Run:
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._ended = False
-        full_env = {**os.environ, "AUTOMATON_HOME": str(home_root), **(env or {})}
+        full_env = {**os.environ, "AUTOMATON_HOME": str(home_root), "PATH": SYSTEM_PATH, **(env or {})}
         self.proc = subprocess.Popen(argv or [*program(), "run"], env=full_env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=cgroup.join if cgroup else None)
