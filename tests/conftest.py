@@ -102,14 +102,17 @@ def program() -> list[str]:
 
 class RunningAgent:
     """``automaton-min run`` as a subprocess whose output lines (stdout and stderr together) are read as they come,
-    so a test waits on events, not sleeps. ``argv`` defaults to ``program()``."""
+    so a test waits on events, not sleeps. ``argv`` defaults to ``program()``; ``preexec_fn`` runs in the child
+    before it starts (to enter a cgroup, say)."""
 
-    def __init__(self, env: dict[str, str], argv: list[str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, env: dict[str, str], argv: list[str] | None = None, cwd: Path | None = None,
+                 preexec_fn=None) -> None:
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._ended = False
         self.proc = subprocess.Popen(argv or [*program(), "run"], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=preexec_fn)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -120,6 +123,10 @@ class RunningAgent:
         with self._cond:
             self._ended = True
             self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
 
     def wait_for(self, needle: str, count: int = 1, timeout_s: float = 90) -> None:
         """Until ``count`` lines hold ``needle`` (an assertion error with the output if the run ends first)."""

@@ -13,11 +13,13 @@ import signal
 import subprocess
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conftest import program
+from conftest import RunningAgent
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The system's PATH for the agent under attack: its commands then run the system's python3, which the confinement
@@ -129,49 +131,34 @@ class SmallDisk:
         subprocess.run(["umount", "-l", str(self.where)], check=False)
 
 
-class Run:
-    """``automaton-min run`` (``conftest.program()``) with its output read as it comes, optionally in a cgroup."""
-
-    def __init__(self, home_root: Path, env: dict[str, str] | None = None, cgroup: Cgroup | None = None,
-                 argv: list[str] | None = None) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._ended = False
-        full_env = {**os.environ, "AUTOMATON_HOME": str(home_root), "PATH": SYSTEM_PATH, **(env or {})}
-        self.proc = subprocess.Popen(argv or [*program(), "run"], env=full_env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     preexec_fn=cgroup.join if cgroup else None)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line)
-                self._cond.notify_all()
-        with self._cond:
-            self._ended = True
-            self._cond.notify_all()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, needle: str, timeout_s: float = 120) -> bool:
-        """Whether a line holding ``needle`` came before the run ended or the time ran out."""
-        with self._cond:
-            self._cond.wait_for(lambda: any(needle in line for line in self.lines) or self._ended, timeout_s)
-            return any(needle in line for line in self.lines)
-
-    def stop(self, timeout_s: float = 60) -> int | None:
-        """SIGTERM; the exit code, or None when it did not exit in time (then it is killed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+@contextmanager
+def agent_run(home_root: Path, env: dict[str, str] | None = None, cgroup: Cgroup | None = None) -> Iterator[RunningAgent]:
+    """The real ``automaton-min run`` on ``home_root`` (in ``cgroup``); on the way out it is stopped and the cgroup
+    removed."""
+    run = RunningAgent({**os.environ, "AUTOMATON_HOME": str(home_root), "PATH": SYSTEM_PATH, **(env or {})},
+                       preexec_fn=cgroup.join if cgroup else None)
+    try:
+        yield run
+    finally:
         try:
-            return self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+            run.stop()
+        finally:
+            if cgroup is not None:
+                cgroup.close()
+
+
+def asleep_then_stopped(run: RunningAgent) -> None:
+    """The run survived to its sleep, and SIGTERM ends it with exit 0."""
+    run.wait_for('"msg":"asleep"', timeout_s=120)
+    assert run.proc.poll() is None, run.output
+    assert run.stop() == 0, run.output
+
+
+def survivors(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running; all of them are killed on the way out."""
+    left = alive(pids)
+    kill_all(pids)
+    return left
 
 
 def alive(pids: list[int]) -> list[int]:
@@ -189,6 +176,8 @@ def alive(pids: list[int]) -> list[int]:
 
 def kill_all(pids: list[int]) -> None:
     for pid in pids:
+        if pid <= 1:  # never -1 (every process) nor init
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

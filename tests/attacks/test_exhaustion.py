@@ -12,7 +12,7 @@ import pytest
 
 from attack_kit import finish, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import Cgroup, Run, SmallDisk
+from machine_kit import Cgroup, SmallDisk, agent_run, asleep_then_stopped
 from automaton_min.confine.landlock import abi_version
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
@@ -61,24 +61,13 @@ def exec_results(home: Home) -> list[tuple[str, str | None, str | None]]:
                 for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]
 
 
-def survives(run: Run) -> None:
-    assert run.wait_for('"msg":"asleep"'), run.output
-    assert run.proc.poll() is None, run.output
-    assert run.stop() == 0, run.output
-
-
 def test_commands_filling_the_memory_cgroup_never_take_the_daemon(cli, home, model) -> None:
     set_up_home(cli, home, model)
     hogs = " ".join([f"{HOG} &"] * 40) + " wait; echo hogs-done"
     model.script(turn(("exec", {"command": hogs, "timeout": 20_000})), turn(("exec", {"command": "echo survived"})),
                  finish())
-    cgroup = Cgroup(memory_bytes=320 * MB)
-    run = Run(home.root, cgroup=cgroup)
-    try:
-        survives(run)
-    finally:
-        run.stop()
-        cgroup.close()
+    with agent_run(home.root, cgroup=Cgroup(memory_bytes=320 * MB)) as run:
+        asleep_then_stopped(run)
     assert model.pending == 0, run.output
     assert any(r and "survived" in r for _, r, _ in exec_results(home)), exec_results(home)
 
@@ -88,13 +77,8 @@ def test_a_command_taking_every_task_does_not_break_later_turns(cli, home, model
     model.script(turn(("write_file", {"path": "fill.py", "content": FILL_TASKS})),
                  turn(("exec", {"command": "python3 fill.py < /dev/null 2>&1"})),
                  turn(("exec", {"command": "echo next-turn"})), finish())
-    cgroup = Cgroup(tasks=512)
-    run = Run(home.root, cgroup=cgroup)
-    try:
-        survives(run)
-    finally:
-        run.stop()
-        cgroup.close()
+    with agent_run(home.root, cgroup=Cgroup(tasks=512)) as run:
+        asleep_then_stopped(run)
     assert model.pending == 0, run.output
     results = exec_results(home)
     assert any(r and "forked" in r for _, r, _ in results), results  # the attack ran
@@ -112,11 +96,8 @@ def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model
         set_up_home(cli, home, model)
         model.script(turn(("exec", {"command": FILL_DISK})),
                      turn(("exec", {"command": "rm -rf cache; echo cleaned"})), finish())
-        run = Run(home.root)
-        try:
-            survives(run)
-        finally:
-            run.stop()
+        with agent_run(home.root) as run:
+            asleep_then_stopped(run)
         assert model.pending == 0, run.output
         results = exec_results(home)
         assert any(r and "filled" in r for _, r, _ in results), results

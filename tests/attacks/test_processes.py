@@ -12,13 +12,14 @@ a command makes for the clean-up to trip on. All through the real ``automaton-mi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from attack_kit import finish, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import Run, alive, kill_all
+from machine_kit import agent_run, asleep_then_stopped, survivors
 from automaton_min.confine.landlock import abi_version
 from automaton_min.runtime.status import LAST_RUN_KEY
 from automaton_min.store.db import open_database
@@ -61,7 +62,9 @@ os.setsid()
 libc = ctypes.CDLL(None, use_errno=True)
 result = libc.ptrace(0x4206, int(sys.argv[1]), None, None)  # PTRACE_SEIZE
 with open('seize.txt', 'w') as out:
-    out.write(f'{os.getpid()} {result} {ctypes.get_errno()}\n')
+    out.write(f'{os.getpid()}\n')
+with open('seize-result.txt', 'w') as out:
+    out.write(f'{result} {ctypes.get_errno()}\n')
 time.sleep(25)
 """
 
@@ -85,53 +88,50 @@ def pids_in(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-def stop_cleanly(run: Run) -> None:
-    assert run.wait_for('"msg":"asleep"'), run.output
-    assert run.stop() == 0, run.output
+@pytest.fixture
+def temp(tmp_path) -> Iterator[Path]:
+    """The run's TMPDIR, removed afterwards however deep the tree a command left in it."""
+    path = tmp_path / "tmp"
+    path.mkdir()
+    yield path
+    remove_tree(path)
 
 
-def test_a_commands_processes_end_with_its_call_and_none_outlives_the_agent(cli, home, model) -> None:
+@pytest.fixture
+def pid_files(home) -> Iterator[list[str]]:
+    """Workspace files where commands write pids: whatever they name is killed after the test, pass or fail."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        survivors(pids_in(home.root / "workspace" / name))
+
+
+def test_a_commands_processes_end_with_its_call_and_none_outlives_the_agent(cli, home, model, pid_files) -> None:
     set_up_home(cli, home, model)
+    pid_files.append("pids.txt")
     model.script(turn(("write_file", {"path": "chain.py", "content": CHAIN})),
                  turn(("exec", {"command": "python3 chain.py > /dev/null 2>&1 < /dev/null; echo started"})),
                  turn(("exec", {"command": CHECK})), finish())
-    run = Run(home.root)
-    pids: list[int] = []
-    try:
-        stop_cleanly(run)
-    finally:
-        run.stop()
-        pids = pids_in(home.root / "workspace" / "pids.txt")
-        left = alive(pids)
-        kill_all(pids)
+    with agent_run(home.root) as run:
+        asleep_then_stopped(run)
+    pids = pids_in(home.root / "workspace" / "pids.txt")
     assert len(pids) == 9, run.output
-    assert left == [], f"{len(left)} of the chain outlived the agent"
+    assert survivors(pids) == [], "some of the chain outlived the agent"
     check = exec_results(home)[-1][1]
     assert "checked" in check and "ALIVE" not in check, check  # already gone when the call ended
 
 
-def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model, tmp_path) -> None:
+def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model, temp, pid_files) -> None:
     set_up_home(cli, home, model)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    pid_files.append("seize.txt")
     model.script(turn(("exec", {"command": DEEP})),
                  turn(("write_file", {"path": "seize.py", "content": SEIZE})),
                  turn(("exec", {"command": "python3 seize.py $$; sleep 60", "timeout": 1000})),
                  turn(("exec", {"command": "echo still-working"}), ("write_file", {"path": "after.txt", "content": "fine"}),
                       ("read_file", {"path": "after.txt"})),
                  finish())
-    run = Run(home.root, {"TMPDIR": str(temp)})
-    tracer: list[int] = []
-    try:
-        stop_cleanly(run)
-    finally:
-        run.stop()
-        seize = home.root / "workspace" / "seize.txt"
-        tracer = [int(seize.read_text().split()[0])] if seize.exists() else []
-        left = alive(tracer)
-        kill_all(tracer)
-        temp_left = list(temp.iterdir())
-        remove_tree(temp)
+    with agent_run(home.root, {"TMPDIR": str(temp)}) as run:
+        asleep_then_stopped(run)
     results = exec_results(home)
     hung = next(r for c, r, e in results if "seize.py" in c)
     assert hung and "timed_out: true" in hung, results
@@ -141,33 +141,28 @@ def test_a_command_cannot_hang_the_spawner_nor_break_the_tools(cli, home, model,
                                                      " WHERE name IN ('write_file', 'read_file') ORDER BY rowid")]
     assert files[-1] == ("read_file", "fine", None), files
     assert files[-2][2] is None, files
-    assert left == [], "the tracer outlived the agent"
-    assert temp_left == [], "the private temp dir was left behind"
+    assert survivors(pids_in(home.root / "workspace" / "seize.txt")) == [], "the tracer outlived the agent"
+    assert list(temp.iterdir()) == [], "the private temp dir was left behind"
 
 
-def test_a_deep_tree_in_the_temp_dir_does_not_break_the_stop(cli, home, model, tmp_path) -> None:
+def test_a_deep_tree_in_the_temp_dir_does_not_break_the_stop(cli, home, model, temp) -> None:
     set_up_home(cli, home, model)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
     model.script(turn(("exec", {"command": DEEP})), finish())
-    run = Run(home.root, {"TMPDIR": str(temp)})
-    try:
-        stop_cleanly(run)
-    finally:
-        run.stop()
-        left = list(temp.iterdir())
-        remove_tree(temp)
+    with agent_run(home.root, {"TMPDIR": str(temp)}) as run:
+        asleep_then_stopped(run)
     assert "fatal" not in run.output, run.output
-    assert left == [], "the private temp dir was left behind"
+    assert list(temp.iterdir()) == [], "the private temp dir was left behind"
     with open_database(home.default_db_path) as db:
         assert json.loads(get_value(db, LAST_RUN_KEY))["stoppedAt"]
-    assert not Path(str(home.default_db_path) + "-wal").exists() or Path(str(home.default_db_path) + "-wal").stat().st_size == 0
+    wal = Path(str(home.default_db_path) + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed
 
 
-def test_a_background_job_is_listed_stoppable_and_ends_with_the_agent(cli, home, model) -> None:
+def test_a_background_job_is_listed_stoppable_and_ends_with_the_agent(cli, home, model, pid_files) -> None:
     """The one way to keep a process past its call: ``exec`` with ``background``; ``status`` lists it,
     ``stop_job`` ends it, and the rest end when the agent stops."""
     set_up_home(cli, home, model)
+    pid_files += ["keeper.pid", "stopped.pid"]
     seen: dict = {}
 
     def look_at_status(body):
@@ -177,18 +172,11 @@ def test_a_background_job_is_listed_stoppable_and_ends_with_the_agent(cli, home,
     model.script(turn(("exec", {"command": "echo $$ > keeper.pid; exec sleep 300", "background": True}),
                       ("exec", {"command": "echo $$ > stopped.pid; exec sleep 301", "background": True})),
                  look_at_status, finish())
-    run = Run(home.root)
-    pids: list[int] = []
-    try:
-        stop_cleanly(run)
-    finally:
-        run.stop()
-        pids = [int((home.root / "workspace" / name).read_text()) for name in ("keeper.pid", "stopped.pid")
-                if (home.root / "workspace" / name).exists()]
-        left = alive(pids)
-        kill_all(pids)
+    with agent_run(home.root) as run:
+        asleep_then_stopped(run)
+    pids = [pid for name in pid_files for pid in pids_in(home.root / "workspace" / name)]
     assert [job["id"] for job in seen["backgroundJobs"]] == ["job1", "job2"], seen.get("backgroundJobs")
-    assert len(pids) == 2 and left == [], "a background job outlived the agent"
+    assert len(pids) == 2 and survivors(pids) == [], "a background job outlived the agent"
     with open_database(home.default_db_path) as db:
         stopped = db.query_one("SELECT result, error FROM tool_calls WHERE name = 'stop_job'")
     assert stopped[1] is None and "stopped job2" in stopped[0] and "running now: job1" in stopped[0], stopped

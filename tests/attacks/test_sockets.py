@@ -25,7 +25,7 @@ import pytest
 
 from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import Run
+from machine_kit import agent_run, asleep_then_stopped
 from automaton_min.confine.landlock import abi_version
 from conftest import CREATOR, keep_offline
 
@@ -202,12 +202,10 @@ def test_no_command_forges_a_service_notification(cli, home, model, tmp_path) ->
     notify = NotifyListener(tmp_path / "notify")
     model.script(turn(("write_file", {"path": "forge.py", "content": FORGE})),
                  turn(("exec", {"command": "python3 forge.py"})), finish())
-    run = Run(home.root, {"NOTIFY_SOCKET": str(notify.path)})
     try:
-        assert run.wait_for('"msg":"asleep"'), run.output
-        assert run.stop() == 0, run.output
+        with agent_run(home.root, {"NOTIFY_SOCKET": str(notify.path)}) as run:
+            asleep_then_stopped(run)
     finally:
-        run.stop()
         notify.close()
     assert model.pending == 0, run.output
     assert any("READY=1" in d for d in notify.datagrams), notify.datagrams  # the daemon's own still arrive
