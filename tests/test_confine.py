@@ -394,3 +394,12 @@ def test_a_job_left_in_the_background_ends_with_its_call(agent_home: Path) -> No
         assert sandbox.exec("echo next", 20).stdout == "next\n"
     finally:
         sandbox.close()
+
+
+def test_the_description_says_what_the_kernel_lacks(tmp_path: Path) -> None:
+    sandbox = ConfinedSandbox(tmp_path, tmp_path / "workspace", "landlock")
+    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "not available: no filter"}
+    assert sandbox.describe() == ("landlock (ABI 4, signals NOT scoped (Landlock ABI < 6: commands can signal the "
+                                  "user's processes))")
+    sandbox.report = {"method": "landlock", "abi": 7, "scoped": True, "unix_sockets": "refused", "oom_first": True}
+    assert sandbox.describe() == "landlock (ABI 7, signals and abstract sockets scoped, no unix sockets)"

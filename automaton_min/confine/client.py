@@ -88,7 +88,8 @@ class ConfinedSandbox:
         """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
         sockets = ", no unix sockets" if self.report.get("unix_sockets") == "refused" else ""
         if self.report.get("method") == "landlock":
-            scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else ""
+            scoped = (", signals and abstract sockets scoped" if self.report.get("scoped")
+                      else ", signals NOT scoped (Landlock ABI < 6: commands can signal the user's processes)")
             hidden = ", home hidden" if self.report.get("home_hidden") else ""
             return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden}{sockets})"
         return self.report.get("method", self.method) + (f" ({sockets[2:]})" if sockets else "")
