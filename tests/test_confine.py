@@ -401,5 +401,8 @@ def test_the_description_says_what_the_kernel_lacks(tmp_path: Path) -> None:
     sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "not available: no filter"}
     assert sandbox.describe() == ("landlock (ABI 4, signals NOT scoped (Landlock ABI < 6: commands can signal the "
                                   "user's processes))")
+    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "refused"}
+    assert sandbox.describe() == ("landlock (ABI 4, signals kept only from the agent's own processes (Landlock ABI < 6)"
+                                  ", no unix sockets)")
     sandbox.report = {"method": "landlock", "abi": 7, "scoped": True, "unix_sockets": "refused", "oom_first": True}
     assert sandbox.describe() == "landlock (ABI 7, signals and abstract sockets scoped, no unix sockets)"

@@ -61,6 +61,12 @@ def spawner_env() -> dict[str, str]:
     return env
 
 
+# Landlock before ABI 6 does not scope signals: the seccomp filter (when it holds) keeps them from the agent's own
+# processes, nothing keeps them from the user's others.
+_UNSCOPED = {True: ", signals kept only from the agent's own processes (Landlock ABI < 6)",
+             False: ", signals NOT scoped (Landlock ABI < 6: commands can signal the user's processes)"}
+
+
 class ConfinedSandbox:
     """Runs commands and file operations in the confined spawner. Same interface as ``LocalSandbox``."""
 
@@ -88,8 +94,7 @@ class ConfinedSandbox:
         """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
         sockets = ", no unix sockets" if self.report.get("unix_sockets") == "refused" else ""
         if self.report.get("method") == "landlock":
-            scoped = (", signals and abstract sockets scoped" if self.report.get("scoped")
-                      else ", signals NOT scoped (Landlock ABI < 6: commands can signal the user's processes)")
+            scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else _UNSCOPED[bool(sockets)]
             hidden = ", home hidden" if self.report.get("home_hidden") else ""
             return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden}{sockets})"
         return self.report.get("method", self.method) + (f" ({sockets[2:]})" if sockets else "")

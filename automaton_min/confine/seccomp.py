@@ -4,10 +4,27 @@ Without a UNIX socket of its own a command cannot reach a named or abstract sock
 D-Bus bus, the systemd notify socket, an SSH or GPG agent), so the filter refuses
 ``socket(AF_UNIX)``, AF_UNIX datagram ``socketpair`` (a connected datagram socket can
 still ``sendto`` any named one), ``socketcall`` (its arguments are behind a pointer) and
-io_uring (which creates sockets without the socket call). It also refuses ``ptrace``, and
-every call made through a foreign ABI (32-bit calls on a 64-bit kernel, x32), where the
-numbers mean other things. Everything else is allowed. The filter is inherited across
-fork and exec, and nothing can remove it.
+io_uring (which creates sockets without the socket call). It also refuses ``ptrace``,
+``pidfd_getfd`` (copying a file descriptor out of another process), and every call made
+through a foreign ABI (32-bit calls on a 64-bit kernel, x32), where the numbers mean other
+things. Everything else is allowed. The filter is inherited across fork and exec, and
+nothing can remove it.
+
+Landlock scopes signals only from its ABI 6 (Linux 6.12); below that (Debian 12, Raspberry
+Pi OS) a command could signal the agent's own processes. So ``install`` takes the pids to
+protect (the daemon, the spawner; at most ``MAX_PROTECTED``) and refuses with EPERM:
+``kill`` of such a pid, of its process group (``-pid``, if it leads one) and of every
+process (``-1``); ``tkill``, ``tgkill``, ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo`` and
+``pidfd_open`` of it; ``prlimit64`` on it (a CPU-time limit makes the kernel kill it); and
+making it the owner of a file's I/O signals (``fcntl(F_SETOWN)`` with the pid or
+``-pid``, ``fcntl(F_SETOWN_EX)`` and the ``FIOSETOWN``/``SIOCSPGRP`` ioctls, whose target is
+behind a pointer): SIGIO, SIGURG or an ``F_SETSIG`` signal would reach it. It refuses
+``pidfd_send_signal`` with ENOSYS (callers fall back to ``kill``): a pidfd cannot be
+traced back to its process here, and an open ``/proc/<pid>`` directory serves as one.
+A pid is compared as the kernel reads a ``pid_t``: the low 32 bits of the argument.
+What this cannot cover: the daemon's other threads. ``kill`` or ``tkill`` of any thread
+id ends the whole process, and thread ids come and go; only the main thread's (the pid)
+is listed. Nor a process group the daemon is in without leading it: pass its pgid too.
 """
 
 from __future__ import annotations
@@ -17,13 +34,14 @@ import errno
 import platform
 import socket
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
 
-REFUSES = ("AF_UNIX sockets (socket, datagram socketpair, socketcall), io_uring, ptrace, "
-           "and system calls of a foreign ABI")
+REFUSES = ("AF_UNIX sockets (socket, datagram socketpair, socketcall), io_uring, ptrace, pidfd_getfd, "
+           "signals to the agent's own processes, and system calls of a foreign ABI")
 
 PR_GET_SECCOMP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 21, 22, 2
 ACTIONS_AVAIL = Path("/proc/sys/kernel/seccomp/actions_avail")
@@ -33,8 +51,13 @@ LOAD_WORD, AND, JUMP_IF_EQUAL, JUMP_IF_ANY_BIT, RETURN = 0x20, 0x54, 0x15, 0x45,
 
 # struct seccomp_data: int nr, u32 arch, u64 instruction_pointer, u64 args[6]; little-endian, so an
 # argument's low 32 bits come first.
-NR, ARCH, ARG0_LOW, ARG1_LOW = 0, 4, 16, 24
+NR, ARCH, ARG0_LOW, ARG1_LOW, ARG2_LOW = 0, 4, 16, 24, 32
+LOW_WORD = 0xFFFFFFFF
 IO_URING = (425, 426, 427)  # io_uring_setup, io_uring_enter, io_uring_register: one number on every arch
+PIDFD_SEND_SIGNAL, PIDFD_OPEN, PIDFD_GETFD = 424, 434, 438  # one number on every arch too
+F_SETOWN, F_SETOWN_EX = 8, 15  # fcntl commands: the process (pid) or group (-pgid) that gets the file's signals
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902  # the same for a socket, by ioctl, with the pid behind a pointer
+MAX_PROTECTED = 4  # the daemon and the spawner need two; each costs three comparisons (jumps reach 255 ahead)
 X32_SYSCALL_BIT = 0x40000000
 SOCK_TYPE_MASK = 0xF  # what is left of socket()'s type without SOCK_NONBLOCK and SOCK_CLOEXEC
 
@@ -52,16 +75,36 @@ class Arch:
     socket: int
     socketpair: int
     ptrace: int
+    kill: int
+    tkill: int
+    tgkill: int
+    rt_sigqueueinfo: int
+    rt_tgsigqueueinfo: int
+    prlimit64: int
+    fcntl: int
+    ioctl: int
+    fcntl64: int | None = None  # 32-bit ABIs: fcntl with 64-bit locks, the one their libc calls
     socketcall: int | None = None
     has_x32: bool = False  # x32 calls arrive as AUDIT_ARCH_X86_64 with X32_SYSCALL_BIT set
 
 
 ARCHES = {arch.name: arch for arch in (
-    Arch("x86_64", 0xC000003E, socket=41, socketpair=53, ptrace=101, has_x32=True),
-    Arch("aarch64", 0xC00000B7, socket=198, socketpair=199, ptrace=117),
-    Arch("riscv64", 0xC00000F3, socket=198, socketpair=199, ptrace=117),
-    Arch("arm", 0x40000028, socket=281, socketpair=288, ptrace=26, socketcall=102),
-    Arch("i386", 0x40000003, socket=359, socketpair=360, ptrace=26, socketcall=102),
+    Arch("x86_64", 0xC000003E, socket=41, socketpair=53, ptrace=101, has_x32=True,
+         kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297, prlimit64=302, fcntl=72,
+         ioctl=16),
+    # aarch64 and riscv64 share the generic table.
+    Arch("aarch64", 0xC00000B7, socket=198, socketpair=199, ptrace=117,
+         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261, fcntl=25,
+         ioctl=29),
+    Arch("riscv64", 0xC00000F3, socket=198, socketpair=199, ptrace=117,
+         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261, fcntl=25,
+         ioctl=29),
+    Arch("arm", 0x40000028, socket=281, socketpair=288, ptrace=26, socketcall=102,
+         kill=37, tkill=238, tgkill=268, rt_sigqueueinfo=178, rt_tgsigqueueinfo=363, prlimit64=369, fcntl=55,
+         fcntl64=221, ioctl=54),
+    Arch("i386", 0x40000003, socket=359, socketpair=360, ptrace=26, socketcall=102,
+         kill=37, tkill=238, tgkill=270, rt_sigqueueinfo=178, rt_tgsigqueueinfo=335, prlimit64=340, fcntl=55,
+         fcntl64=221, ioctl=54),
 )}
 
 
@@ -108,8 +151,20 @@ def _assemble(lines: list) -> list[tuple[int, int, int, int]]:
     return [(code, offset(jt, i), offset(jf, i), int(k)) for i, (code, jt, jf, k) in enumerate(instructions)]
 
 
-def program(arch: Arch) -> list[tuple[int, int, int, int]]:
-    """The filter for ``arch`` as BPF instructions."""
+def _checked_pids(protected: Collection[int]) -> list[int]:
+    """``protected`` checked (positive pids, at most ``MAX_PROTECTED`` of them) and without repeats."""
+    pids = list(dict.fromkeys(protected))
+    for pid in pids:
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= 0x7FFFFFFF:
+            raise ValueError(f"not a pid to protect: {pid!r}")
+    if len(pids) > MAX_PROTECTED:
+        raise ValueError(f"at most {MAX_PROTECTED} pids can be protected, not {len(pids)}")
+    return pids
+
+
+def program(arch: Arch, protected: Collection[int] = ()) -> list[tuple[int, int, int, int]]:
+    """The filter for ``arch`` as BPF instructions; signals cannot reach ``protected`` (see the module's text)."""
+    pids = _checked_pids(protected)
     lines: list = [
         (LOAD_WORD, 0, 0, ARCH),
         (JUMP_IF_EQUAL, 0, "enosys", arch.audit),
@@ -121,10 +176,21 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
         (JUMP_IF_EQUAL, "socket", 0, arch.socket),
         (JUMP_IF_EQUAL, "socketpair", 0, arch.socketpair),
         (JUMP_IF_EQUAL, "eperm", 0, arch.ptrace),
+        (JUMP_IF_EQUAL, "eperm", 0, PIDFD_GETFD),
         *[(JUMP_IF_EQUAL, "enosys", 0, number) for number in IO_URING],
     ]
     if arch.socketcall is not None:
         lines.append((JUMP_IF_EQUAL, "enosys", 0, arch.socketcall))
+    if pids:
+        by_first_argument = (arch.tkill, arch.tgkill, arch.rt_sigqueueinfo, arch.rt_tgsigqueueinfo, PIDFD_OPEN,
+                             arch.prlimit64)
+        lines += [
+            (JUMP_IF_EQUAL, "kill", 0, arch.kill),
+            *[(JUMP_IF_EQUAL, "pid", 0, number) for number in by_first_argument],
+            *[(JUMP_IF_EQUAL, "fcntl", 0, number) for number in (arch.fcntl, arch.fcntl64) if number is not None],
+            (JUMP_IF_EQUAL, "ioctl", 0, arch.ioctl),
+            (JUMP_IF_EQUAL, "enosys", 0, PIDFD_SEND_SIGNAL),
+        ]
     lines += [
         (RETURN, 0, 0, RET_ALLOW),
         "socket",
@@ -138,6 +204,30 @@ def program(arch: Arch) -> list[tuple[int, int, int, int]]:
         # Only these two: AF_UNIX turns SOCK_RAW into SOCK_DGRAM.
         (JUMP_IF_EQUAL, "allow", 0, socket.SOCK_STREAM),
         (JUMP_IF_EQUAL, "allow", "eafnosupport", socket.SOCK_SEQPACKET),
+    ]
+    if pids:
+        process = [(JUMP_IF_EQUAL, "eperm", 0, pid) for pid in pids]
+        group = [(JUMP_IF_EQUAL, "eperm", 0, -pid & LOW_WORD) for pid in pids]
+        lines += [
+            "kill",  # a pid, -pgid, or -1 (every process the caller may signal), in a pid_t
+            (LOAD_WORD, 0, 0, ARG0_LOW),
+            (JUMP_IF_EQUAL, "eperm", "pid_or_group", -1 & LOW_WORD),
+            "fcntl",
+            (LOAD_WORD, 0, 0, ARG1_LOW),
+            (JUMP_IF_EQUAL, "eperm", 0, F_SETOWN_EX),
+            (JUMP_IF_EQUAL, 0, "allow", F_SETOWN),
+            (LOAD_WORD, 0, 0, ARG2_LOW),  # a pid or -pgid, as an int
+            "pid_or_group", *group, *process,
+            (RETURN, 0, 0, RET_ALLOW),
+            "pid",  # a pid_t: a thread group's (a process's) or, for tkill, a thread's id
+            (LOAD_WORD, 0, 0, ARG0_LOW), *process,
+            (RETURN, 0, 0, RET_ALLOW),
+            "ioctl",
+            (LOAD_WORD, 0, 0, ARG1_LOW),
+            (JUMP_IF_EQUAL, "eperm", 0, FIOSETOWN),
+            (JUMP_IF_EQUAL, "eperm", "allow", SIOCSPGRP),
+        ]
+    lines += [
         "allow", (RETURN, 0, 0, RET_ALLOW),
         "enosys", (RETURN, 0, 0, RET_ERRNO | errno.ENOSYS),
         "eperm", (RETURN, 0, 0, RET_ERRNO | errno.EPERM),
@@ -154,9 +244,13 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def install() -> None:
-    """Filter this thread and everything it starts from now on; sets no_new_privs first, as the kernel requires."""
-    instructions = program(native_arch())
+def install(protected: Collection[int] = ()) -> None:
+    """Filter this thread and everything it starts from now on; sets no_new_privs first, as the kernel requires.
+
+    Signals cannot reach the processes ``protected`` lists (ValueError for more than ``MAX_PROTECTED``), and that
+    holds for this process too: it cannot signal them (or every process, with -1) either.
+    """
+    instructions = program(native_arch(), protected)
     filters = (_SockFilter * len(instructions))(*instructions)
     fprog = _SockFprog(len(instructions), filters)
     try:

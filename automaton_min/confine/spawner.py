@@ -153,10 +153,25 @@ class SpawnerSandbox(LocalSandbox):
             self.oom.restore()
 
 
+def agents_own_processes() -> list[int]:
+    """What the filter keeps signals away from: this spawner, the daemon, and the daemon's parent (a one-file
+    binary's bootloader, or whoever started the agent) with the daemon's process group where it differs."""
+    daemon = os.getppid()
+    protected = [os.getpid(), daemon]
+    try:
+        with open(f"/proc/{daemon}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        above, group = int(fields[1]), int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return protected
+    protected += [pid for pid in (above, group) if pid > 1 and pid not in protected]
+    return protected[: seccomp.MAX_PROTECTED]
+
+
 def filter_system_calls() -> str:
     """Install the seccomp filter; what to report (``refused`` or why it is not available)."""
     try:
-        seccomp.install()
+        seccomp.install(protected=agents_own_processes())
     except OSError as exc:
         return f"not available: {exc}"
     return "refused"

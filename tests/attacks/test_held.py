@@ -1,8 +1,9 @@
 """Attacks that held when issue 17 was filed, kept as tests so they go on holding: from a command, against the daemon
 and the spawner, pidfd_getfd (copying an open file descriptor out), process_vm_readv (reading memory), ptrace,
 kill and open_by_handle_at (opening the wallet by a file handle, around the path rules); and read_file on a FIFO.
-Through the real agent (``build_agent``; the daemon is this process), with the key guard off: nothing may be
-reached, and no key material may come out.
+Through the real agent (``build_agent``; the daemon is this process), with the key guard off, under Landlock and
+under the namespace fallback (where only the seccomp filter keeps signals from the daemon and the spawner):
+nothing may be reached, and no key material may come out.
 """
 
 from __future__ import annotations
@@ -60,10 +61,14 @@ report('open_by_handle_at', opened >= 0 and bool(os.read(opened, 4096)))
 """
 
 
-def test_what_held_still_holds(agent_for, model, home, monkeypatch) -> None:
+@pytest.mark.parametrize("confinement", ["landlock", "namespace"])
+def test_what_held_still_holds(agent_for, model, home, monkeypatch, confinement) -> None:
+    """With the namespace fallback nothing scopes signals but the seccomp filter: it must hold alone."""
     monkeypatch.setenv("AUTOMATON_TEST_TOKEN", ENV_CANARY)
     log = capture_logs()
-    agent = agent_for()
+    agent = agent_for(execConfinement=confinement)
+    if not agent.sandbox.describe().startswith(confinement):
+        pytest.skip(f"{confinement} confinement is not available here: {agent.sandbox.describe()}")
     agent.hooks.key_guard = None
     watch = KeyWatch.of(home)
     os.mkfifo(home.root / "workspace" / "fifo")
