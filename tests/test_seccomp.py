@@ -45,6 +45,12 @@ def _syscall(*args: int | ctypes.Array) -> int:
     return result
 
 
+def _private_ipc(get: int, control: int, *args: int) -> None:
+    """Make a private SysV IPC object (x86_64 numbers) and remove it at once (IPC_RMID)."""
+    made = _syscall(get, 0, *args)  # IPC_PRIVATE
+    _syscall(control, made, 0, 0)
+
+
 def _in_fork(call) -> None:
     """``call`` (which returns 0 or an errno) in a forked child, so a trace or a crash stays there."""
     pid = os.fork()
@@ -128,6 +134,9 @@ def probes(path: str, abstract: str) -> dict:
         "grandchild_inet": lambda: _grandchild("socket.socket(socket.AF_INET).bind(('127.0.0.1', 0))"),
     }
     if X86_64:
+        attempts["sysv_shm"] = lambda: _private_ipc(29, 31, 4096, 0o600)  # shmget, shmctl
+        attempts["sysv_msg"] = lambda: _private_ipc(68, 71, 0o600)  # msgget, msgctl
+        attempts["keyctl"] = lambda: _syscall(250, 0, -3, 0)  # KEYCTL_GET_KEYRING_ID of the session keyring
         attempts["x32_getpid"] = lambda: _syscall(seccomp.X32_SYSCALL_BIT | 39)
         attempts["i386_getpid"] = lambda: _in_fork(_i386_getpid)
     return attempts
@@ -148,7 +157,7 @@ REFUSED = {
     "connect_path": "EAFNOSUPPORT", "connect_abstract": "EAFNOSUPPORT",
     "socketpair_dgram": "EAFNOSUPPORT", "socketpair_dgram_flags": "EAFNOSUPPORT", "socketpair_raw": "EAFNOSUPPORT",
     "ptrace": "EPERM", "io_uring": "ENOSYS", "grandchild_unix": "EAFNOSUPPORT",
-    "x32_getpid": "ENOSYS", "i386_getpid": "ENOSYS",
+    "x32_getpid": "ENOSYS", "i386_getpid": "ENOSYS", "sysv_shm": "ENOSYS", "sysv_msg": "ENOSYS", "keyctl": "ENOSYS",
 }
 ALLOWED = ("socketpair_stream", "socketpair_seqpacket", "inet_bind", "netlink", "grandchild_inet")
 # Refused by some kernels on their own, with or without the filter.
@@ -529,7 +538,8 @@ def test_program_file_owners_and_pidfd_signals(arch):
 @pytest.mark.parametrize("arch", ARCHES, ids=lambda arch: arch.name)
 def test_program_protecting_lets_the_rest_through(arch):
     looked_at = {arch.socket, arch.socketpair, arch.ptrace, arch.socketcall, arch.ioctl, seccomp.PIDFD_GETFD,
-                 seccomp.PIDFD_SEND_SIGNAL, *seccomp.IO_URING, *signal_calls(arch).values(), *fcntls(arch)}
+                 seccomp.PIDFD_SEND_SIGNAL, *seccomp.IO_URING, *signal_calls(arch).values(), *fcntls(arch),
+                 *arch.shared_with_the_host}
     for number in range(460):
         if number not in looked_at:
             assert run_filter(arch, number, PROTECTED[0], seccomp.F_SETOWN, PROTECTED[0], protected=PROTECTED) == ALLOW
@@ -538,7 +548,7 @@ def test_program_protecting_lets_the_rest_through(arch):
 @pytest.mark.parametrize("arch", ARCHES, ids=lambda arch: arch.name)
 def test_program_numbers_are_distinct(arch):
     numbers = [arch.socket, arch.socketpair, arch.ptrace, arch.ioctl, seccomp.PIDFD_GETFD, seccomp.PIDFD_SEND_SIGNAL,
-               *seccomp.IO_URING, *signal_calls(arch).values(), *fcntls(arch)]
+               *seccomp.IO_URING, *signal_calls(arch).values(), *fcntls(arch), *arch.shared_with_the_host]
     if arch.socketcall is not None:
         numbers.append(arch.socketcall)
     assert len(numbers) == len(set(numbers))
@@ -571,6 +581,19 @@ def test_program_numbers_match_the_kernel_headers(arch):
     if arch.socketcall is not None:
         expected["socketcall"] = arch.socketcall
     assert {name: numbers.get(name) for name in expected} == expected
+    host_calls = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "semtimedop_time64",
+                  "msgget", "msgsnd", "msgrcv", "msgctl", "add_key", "request_key", "keyctl", "ipc")
+    if arch.name in ("x86_64", "aarch64", "riscv64"):  # 64-bit time everywhere: no *_time64 calls
+        host_calls = tuple(name for name in host_calls if not name.endswith("_time64"))
+    assert {numbers[name] for name in host_calls if name in numbers} == set(arch.shared_with_the_host)
+
+
+@pytest.mark.parametrize("arch", ARCHES, ids=lambda arch: arch.name)
+def test_program_refuses_sysv_ipc_and_keyrings(arch):
+    assert arch.shared_with_the_host
+    for number in arch.shared_with_the_host:
+        assert run_filter(arch, number) == ENOSYS
+        assert run_filter(arch, number, protected=PROTECTED) == ENOSYS
 
 
 def test_protected_pids_are_checked():

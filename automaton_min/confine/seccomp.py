@@ -7,7 +7,10 @@ still ``sendto`` any named one), ``socketcall`` (its arguments are behind a poin
 io_uring (which creates sockets without the socket call). It also refuses ``ptrace``,
 ``pidfd_getfd`` (copying a file descriptor out of another process), and every call made
 through a foreign ABI (32-bit calls on a 64-bit kernel, x32), where the numbers mean other
-things. Everything else is allowed. The filter is inherited across fork and exec, and
+things. SysV IPC (shared memory, message queues, semaphores; ``ipc`` on i386) and the kernel
+keyrings (``add_key``, ``request_key``, ``keyctl``) answer ENOSYS, as on a kernel built without
+them: commands share the host's IPC namespace and the owner's session and user keyrings, so
+they would reach a neighbour's segments and the owner's keys. Everything else is allowed. The filter is inherited across fork and exec, and
 nothing can remove it.
 
 Landlock scopes signals only from its ABI 6 (Linux 6.12); below that (Debian 12, Raspberry
@@ -41,7 +44,7 @@ from pathlib import Path
 from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
 
 REFUSES = ("AF_UNIX sockets (socket, datagram socketpair, socketcall), io_uring, ptrace, pidfd_getfd, "
-           "signals to the agent's own processes, and system calls of a foreign ABI")
+           "SysV IPC and keyrings, signals to the agent's own processes, and system calls of a foreign ABI")
 
 PR_GET_SECCOMP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 21, 22, 2
 ACTIONS_AVAIL = Path("/proc/sys/kernel/seccomp/actions_avail")
@@ -85,26 +88,27 @@ class Arch:
     ioctl: int
     fcntl64: int | None = None  # 32-bit ABIs: fcntl with 64-bit locks, the one their libc calls
     socketcall: int | None = None
+    shared_with_the_host: tuple[int, ...] = ()  # SysV IPC and keyrings: the host's namespaces, not the command's
     has_x32: bool = False  # x32 calls arrive as AUDIT_ARCH_X86_64 with X32_SYSCALL_BIT set
 
 
 ARCHES = {arch.name: arch for arch in (
     Arch("x86_64", 0xC000003E, socket=41, socketpair=53, ptrace=101, has_x32=True,
          kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297, prlimit64=302, fcntl=72,
-         ioctl=16),
+         ioctl=16, shared_with_the_host=(29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 248, 249, 250)),
     # aarch64 and riscv64 share the generic table.
     Arch("aarch64", 0xC00000B7, socket=198, socketpair=199, ptrace=117,
          kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261, fcntl=25,
-         ioctl=29),
+         ioctl=29, shared_with_the_host=(*range(186, 198), 217, 218, 219)),
     Arch("riscv64", 0xC00000F3, socket=198, socketpair=199, ptrace=117,
          kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261, fcntl=25,
-         ioctl=29),
+         ioctl=29, shared_with_the_host=(*range(186, 198), 217, 218, 219)),
     Arch("arm", 0x40000028, socket=281, socketpair=288, ptrace=26, socketcall=102,
          kill=37, tkill=238, tgkill=268, rt_sigqueueinfo=178, rt_tgsigqueueinfo=363, prlimit64=369, fcntl=55,
-         fcntl64=221, ioctl=54),
+         fcntl64=221, ioctl=54, shared_with_the_host=(*range(298, 313), 420)),
     Arch("i386", 0x40000003, socket=359, socketpair=360, ptrace=26, socketcall=102,
          kill=37, tkill=238, tgkill=270, rt_sigqueueinfo=178, rt_tgsigqueueinfo=335, prlimit64=340, fcntl=55,
-         fcntl64=221, ioctl=54),
+         fcntl64=221, ioctl=54, shared_with_the_host=(117, *range(393, 403), 420, 286, 287, 288)),
 )}
 
 
@@ -177,7 +181,7 @@ def program(arch: Arch, protected: Collection[int] = ()) -> list[tuple[int, int,
         (JUMP_IF_EQUAL, "socketpair", 0, arch.socketpair),
         (JUMP_IF_EQUAL, "eperm", 0, arch.ptrace),
         (JUMP_IF_EQUAL, "eperm", 0, PIDFD_GETFD),
-        *[(JUMP_IF_EQUAL, "enosys", 0, number) for number in IO_URING],
+        *[(JUMP_IF_EQUAL, "enosys", 0, number) for number in (*IO_URING, *arch.shared_with_the_host)],
     ]
     if arch.socketcall is not None:
         lines.append((JUMP_IF_EQUAL, "enosys", 0, arch.socketcall))

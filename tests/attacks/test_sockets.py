@@ -13,8 +13,10 @@ in the workspace, and neither the key nor the API key may reach a tool result, a
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
+import platform
 import socket
 import tempfile
 import threading
@@ -212,3 +214,43 @@ def test_no_command_forges_a_service_notification(cli, home, model, tmp_path) ->
     assert not any("forged" in d or "trigger" in d for d in notify.datagrams), notify.datagrams
     result = next(m["content"] for m in model.requests[-1].body["messages"] if m["role"] == "tool" and "found" in m["content"])
     assert str(notify.path) in result and "SENT" not in result, result
+
+
+# What else the host shares with a command unless refused: SysV IPC (the IPC namespace) and the owner's keyrings.
+SHARED = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+shm_key, description, keyctl = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3])
+segment = libc.shmget(shm_key, 0, 0)
+print('shm', 'GOT' if segment >= 0 else 'HELD', ctypes.get_errno())
+found = libc.syscall(keyctl, 10, -3, b"user", description, 0)  # KEYCTL_SEARCH
+print('keyring', 'GOT' if found >= 0 else 'HELD', ctypes.get_errno())
+"""
+
+
+KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219), "riscv64": (217, 219)}  # add_key, keyctl: no glibc wrappers
+
+
+def test_no_command_reaches_the_hosts_sysv_ipc_or_the_owners_keyrings(agent_for, model, home) -> None:
+    if platform.machine() not in KEY_CALLS:
+        pytest.skip(f"no keyring call numbers for {platform.machine()} in this test")
+    add_key, keyctl = KEY_CALLS[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    shm_key = 0x5A000000 + os.getpid() % 0xFFFF
+    segment = libc.shmget(shm_key, 4096, 0o1600)  # IPC_CREAT, 0600: a neighbour's segment
+    description = f"owner-token-{uuid.uuid4().hex[:8]}"
+    libc.syscall.restype = ctypes.c_long
+    key = libc.syscall(add_key, b"user", description.encode(), b"OWNER-SECRET", 12, -3)  # this session's keyring
+    if segment < 0 or key < 0:
+        pytest.skip("no SysV shared memory or keyrings here")
+    try:
+        agent = agent_for()
+        model.script(turn(("write_file", {"path": "shared.py", "content": SHARED})),
+                     turn(("exec", {"command": f"python3 shared.py {shm_key} {description} {keyctl}"})), finish())
+        agent.loop.run_cycle("attack")
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+        libc.syscall(keyctl, 21, key, 0, 0)  # KEYCTL_INVALIDATE
+    probe = next(result for name, args, result, _ in stored_calls(agent.db, "exec") if "shared.py" in args["command"])
+    assert "shm HELD" in probe and "keyring HELD" in probe, probe
