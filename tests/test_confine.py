@@ -406,3 +406,33 @@ def test_the_description_says_what_the_kernel_lacks(tmp_path: Path) -> None:
                                   ", no unix sockets)")
     sandbox.report = {"method": "landlock", "abi": 7, "scoped": True, "unix_sockets": "refused", "oom_first": True}
     assert sandbox.describe() == "landlock (ABI 7, signals and abstract sockets scoped, no unix sockets)"
+
+
+def test_an_ended_job_is_no_longer_spared(tmp_path: Path) -> None:
+    """Once a job's shell has ended its pid may be reused: the pid must leave the spared list, even before the
+    ended shell is reaped (a pidfd tells)."""
+    import select
+
+    from automaton_min.confine.jobs import Jobs
+
+    jobs = Jobs(tmp_path)
+    kept = jobs.start("exec sleep 30", {"PATH": os.defpath}, None)
+    done = jobs.start("exit 0", {"PATH": os.defpath}, None)
+    try:
+        _, _, pidfd = jobs._running[done.id]
+        assert select.select([pidfd], [], [], 10)[0]  # ended (not yet reaped: no one has waited for it)
+        assert jobs.pids() == [kept.pid]
+    finally:
+        jobs.stop(kept.id)
+    assert jobs.pids() == []
+
+
+def test_a_command_cannot_lock_the_tools_out_of_the_workspace(agent_home: Path) -> None:
+    sandbox = start(agent_home, "landlock" if abi_version() else "namespace")
+    try:
+        sandbox.exec("chmod 0 .", 20)
+        assert sandbox.exec("echo still", 20).stdout == "still\n"
+        sandbox.write_file("after.txt", "fine")
+        assert sandbox.read_file("after.txt") == "fine"
+    finally:
+        sandbox.close()

@@ -202,7 +202,21 @@ class ConfinedSandbox:
     def spawner_pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def _restore_modes(self) -> None:
+        """Owner access to the workspace and the home, which a command may have taken away (Landlock does not
+        govern chmod): without it no tool, in this run or the next, could work again."""
+        for directory in (self.home, self.workspace):
+            try:
+                mode = os.stat(directory).st_mode
+                if mode & 0o700 != 0o700:
+                    os.chmod(directory, (mode | 0o700) & 0o7777)
+                    log.warning("a command had taken away the owner's access to a directory; restored",
+                                extra={"path": str(directory), "mode": oct(mode & 0o7777)})
+            except OSError as exc:
+                log.warning("cannot restore access to a directory", extra={"path": str(directory), "error": str(exc)})
+
     def _call(self, request: dict, wait_s: float) -> dict:
+        self._restore_modes()
         with self._lock:
             if self._sock is None or (self._proc is not None and self._proc.poll() is not None):
                 self.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import select
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -43,19 +44,22 @@ class Jobs:
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
-        self._running: dict[str, tuple[Job, subprocess.Popen]] = {}
+        self._running: dict[str, tuple[Job, subprocess.Popen, int | None]] = {}
         self._numbers = itertools.count(1)
 
     def pids(self) -> list[int]:
-        return [job.pid for job, _ in self._running.values()]
+        """The running jobs' pids (what a call's end spares); ended jobs are forgotten here."""
+        return [job.pid for job in self.listing() if job.running]
 
     def listing(self) -> list[Job]:
         """Every job, the ended ones for the last time (they are forgotten once listed)."""
         jobs = []
-        for key, (job, proc) in list(self._running.items()):
-            job.running = proc.poll() is None and reaper.alive(job.pid)
+        for key, (job, proc, pidfd) in list(self._running.items()):
+            job.running = not _ended(pidfd, proc) and reaper.alive(job.pid)
             if not job.running:
                 del self._running[key]
+                _close(pidfd)
+                proc.poll()
             jobs.append(job)
         return jobs
 
@@ -75,15 +79,38 @@ class Jobs:
         finally:
             os.close(fd)
         job = Job(job_id, proc.pid, command, f"{LOG_DIR}/{job_id}.log", time.time())
-        self._running[job_id] = (job, proc)
+        # A pidfd, opened before anything can reap the shell: a pid can be reused once the job has ended, a
+        # pidfd always names this process, so no process can pass for the job later.
+        self._running[job_id] = (job, proc, _pidfd(proc.pid))
         return job
 
     def stop(self, job_id: str) -> Job:
         entry = self._running.pop(job_id, None)
         if entry is None:
             raise OSError(errno.ENOENT, f"no background job {job_id!r} (running: {', '.join(self._running) or 'none'})")
-        job, proc = entry
-        reaper.end_tree(job.pid, include_root=True)
+        job, proc, pidfd = entry
+        if not _ended(pidfd, proc):
+            reaper.end_tree(job.pid, include_root=True)
+        _close(pidfd)
         proc.poll()
         job.running = False
         return job
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except OSError:  # before Linux 5.3: the job's status alone (a reused pid can then pass for it)
+        return None
+
+
+def _ended(pidfd: int | None, proc: subprocess.Popen) -> bool:
+    """Whether the job's shell has ended: a pidfd turns readable then, reaped or not."""
+    if pidfd is None:
+        return proc.poll() is not None
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _close(pidfd: int | None) -> None:
+    if pidfd is not None:
+        os.close(pidfd)
