@@ -183,6 +183,24 @@ def test_limits_are_the_parents_less_the_daemons_share(v1_parent: Callable[..., 
     assert report["left"] == []
 
 
+def test_a_dead_agents_group_is_removed_with_its_commands(v1_parent: Callable[..., ParentCgroup]) -> None:
+    """A daemon killed without its clean-up leaves its commands' group (and maybe commands) behind: the next agent
+    started in the same cgroup removes them; a group whose daemon still runs is left alone."""
+    parent = v1_parent()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = [path / f"automaton-commands-{dead.pid}" for path in parent.paths]
+    running = [path / f"automaton-commands-{os.getpid()}" for path in parent.paths]
+    for path in stale + running:
+        path.mkdir()
+    leftover = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: [
+        (path / "cgroup.procs").write_text("0") for path in stale])
+    parent.run_helper("limits")
+    assert leftover.wait(timeout=10) == -9
+    assert [path.exists() for path in stale] == [False, False]
+    assert [path.exists() for path in running] == [True, True]
+
+
 def test_the_limit_is_the_lowest_above(v1_parent: Callable[..., ParentCgroup]) -> None:
     inner = v1_parent(1024 * MiB, 1000, below=v1_parent(320 * MiB, 512))
     report = inner.run_helper("limits")

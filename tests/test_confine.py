@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -436,3 +437,26 @@ def test_a_command_cannot_lock_the_tools_out_of_the_workspace(agent_home: Path) 
         assert sandbox.read_file("after.txt") == "fine"
     finally:
         sandbox.close()
+
+
+def test_a_dead_agents_temp_dir_is_removed_at_the_next_start(agent_home: Path, tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    dead = _a_dead_pid()
+    stale = tmp_path / "tmp" / f"automaton-exec-{dead}-abc123"
+    (stale / "deep").mkdir(parents=True)
+    alive_one = tmp_path / "tmp" / f"automaton-exec-{os.getpid()}-def456"  # a running agent's: kept
+    alive_one.mkdir()
+    sandbox = start(agent_home, "landlock" if abi_version() else "namespace")
+    try:
+        assert not stale.exists() and alive_one.exists()
+    finally:
+        sandbox.close()
+
+
+def _a_dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

@@ -31,6 +31,7 @@ DAEMON_TASKS = 64
 V2_CONTROLLERS = ("memory", "pids")
 KILL_WITHIN_S = 5.0
 REMOVE_WITHIN_S = 5.0
+GROUP_PREFIX = "automaton-commands-"  # v1: followed by the daemon's pid, so a dead daemon's group can be told
 _FIRST_PAUSE_S = 0.001
 _LONGEST_PAUSE_S = 0.05
 # v1 shows "no limit" as PAGE_COUNTER_MAX pages: LONG_MAX bytes (64-bit kernels) or LONG_MAX pages (32-bit), at
@@ -145,9 +146,10 @@ def _v1_group(memory: _Hierarchy, pids: _Hierarchy, own_pid: int) -> CommandGrou
     memory_max = commands_share(
         _effective_limit(own_memory, memory.mount_point, "memory.limit_in_bytes"), DAEMON_MEMORY_BYTES)
     tasks_max = commands_share(_effective_limit(own_pids, pids.mount_point, "pids.max"), DAEMON_TASKS)
-    name = f"automaton-commands-{own_pid}"
+    name = f"{GROUP_PREFIX}{own_pid}"
     with ExitStack() as undo:
         for own in own_dirs:
+            _remove_stale(own)
             (own / name).mkdir()
             undo.callback(_rmdir, own / name)
         group_memory, group_pids = own_memory / name, own_pids / name
@@ -159,6 +161,20 @@ def _v1_group(memory: _Hierarchy, pids: _Hierarchy, own_pid: int) -> CommandGrou
             _write(group_pids / "pids.max", str(tasks_max))
         return CommandGroup(1, (group_memory, group_pids), _read_limit(group_memory / "memory.limit_in_bytes"),
                             tasks_max, undo.pop_all())
+
+
+def _remove_stale(parent: Path) -> None:
+    """Groups an agent that died without its clean-up (SIGKILL, a crash) left in ``parent``: their commands are
+    killed and the groups removed. One whose pid runs again (reused) is left alone."""
+    for stale in parent.glob(f"{GROUP_PREFIX}*"):
+        pid = stale.name.removeprefix(GROUP_PREFIX)
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            _kill_members(lambda: _procs(stale), time.monotonic() + KILL_WITHIN_S)
+            _rmdir(stale)
+        except OSError:
+            continue
 
 
 def _v2_group(hierarchy: _Hierarchy, own_pid: int,

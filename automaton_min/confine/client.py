@@ -36,6 +36,7 @@ _ERRORS = {errno.ENOENT: FileNotFoundError, errno.EACCES: PermissionError, errno
 METHODS = {"auto": ("landlock", "namespace"), "landlock": ("landlock",), "namespace": ("namespace",)}
 START_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 5.0  # for the spawner to end its commands and remove its temp dir once the channel closes
+TEMP_PREFIX = "automaton-exec-"  # then the daemon's pid: a dead daemon's temp dir can be told and removed
 REPLY_SLACK_S = 15.0  # beyond a command's own timeout, for the spawner to end its group and answer
 SPAWNER_FLAG = "__confined-spawner__"  # a frozen binary's hidden entry point (cli/main.py)
 UNCONFINED_FIX = 'set "unconfinedExec": true in automaton.json to run them unconfined (not recommended)'
@@ -43,6 +44,19 @@ UNCONFINED_FIX = 'set "unconfinedExec": true in automaton.json to run them uncon
 
 class ConfinementUnavailable(RuntimeFailure):
     """No confinement method worked on this machine."""
+
+
+def _remove_stale_temp_dirs() -> None:
+    """Temp dirs an agent that died without its clean-up (SIGKILL, a crash) left behind: this user's, whose
+    daemon no longer runs."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        pid = stale.name.removeprefix(TEMP_PREFIX).split("-", 1)[0]
+        try:
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists() or stale.lstat().st_uid != os.geteuid():
+                continue
+            remove_tree(stale)
+        except OSError as exc:
+            log.warning("a dead agent's temp dir could not be removed", extra={"path": str(stale), "error": str(exc)})
 
 
 def spawner_argv(fd: int) -> list[str]:
@@ -109,7 +123,8 @@ class ConfinedSandbox:
     def start(self) -> "ConfinedSandbox":
         """Start the spawner and wait until it has confined itself; raises ``ConfinementUnavailable`` if it cannot."""
         self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix="automaton-exec-"))
+        _remove_stale_temp_dirs()
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
         plan = make_plan(self.home, self.workspace, self._tmp)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
