@@ -9,6 +9,7 @@ CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel judges them
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -29,6 +30,9 @@ def require_writable(home: Home, database: Path) -> None:
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NotWritable(f"the disk holding {directory} is full (no space or no inodes left, df -h and df -i "
+                                  f"tell which): delete what is not needed there, then start again") from None
             raise NotWritable(
                 f"{directory} is not writable ({exc.strerror}): the agent keeps its database and lock there; make it "
                 f"writable by this user (chown $(id -un) {directory} && chmod 700 {directory}), or pass --home with a "

@@ -19,6 +19,7 @@ log = get_logger(__name__)
 
 RESERVE_NAME = ".disk-reserve"
 RESERVE_BYTES = 4 << 20
+LOW_INODES = 64  # fewer free than this, and the disk counts as full: SQLite and the runtime must create files
 _CHUNK = 1 << 20
 
 
@@ -40,6 +41,11 @@ class DiskReserve:
         """Space an unprivileged writer may still use on the home's filesystem."""
         stats = os.statvfs(self.home)
         return stats.f_bavail * stats.f_frsize
+
+    def free_inodes(self) -> int | None:
+        """Files that can still be made there; None where the filesystem does not count them."""
+        stats = os.statvfs(self.home)
+        return stats.f_favail if stats.f_files else None
 
     def start(self) -> bool:
         """From now on keep the reserve (``automaton-min run``); whether it is held."""
@@ -83,10 +89,11 @@ class DiskReserve:
         """After a command: the note for the agent when the disk is full (the reserve is released then), else
         None (and the reserve is remade when there is room)."""
         try:
-            free = self.free_bytes()
+            free, inodes = self.free_bytes(), self.free_inodes()
         except OSError:
             return None
-        if free >= self.size:
+        no_inodes = inodes is not None and inodes < LOW_INODES
+        if free >= self.size and not no_inodes:
             if self.kept:
                 self.keep()
             return None
@@ -96,6 +103,7 @@ class DiskReserve:
         log.warning("the disk holding the home is full", extra={
             "free_bytes": free, "reserve_released": released, "biggest": [name for name, _ in biggest]})
         freed = f"; the runtime released its {_mb(self.size)} reserve so your turns can still be saved" if released else ""
-        return (f"The disk holding your home is full ({_mb(free)} free{freed}). The biggest things in your "
+        what = f"no room for new files ({inodes} inodes left: too many files)" if no_inodes else f"{_mb(free)} free"
+        return (f"The disk holding your home is full ({what}{freed}). The biggest things in your "
                 f"workspace: {listing}. Delete what you do not need: until then commands that write files fail"
                 f"{'' if released else ', and your turns may not be saved'}.")

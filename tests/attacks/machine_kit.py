@@ -116,12 +116,13 @@ class Cgroup:
 
 
 class SmallDisk:
-    """A tmpfs of ``size_mb`` at ``where`` (unmounted by ``close``)."""
+    """A tmpfs of ``size_mb`` (and at most ``inodes`` files) at ``where`` (unmounted by ``close``)."""
 
-    def __init__(self, where: Path, size_mb: int) -> None:
+    def __init__(self, where: Path, size_mb: int, inodes: int | None = None) -> None:
         need_root()
         where.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(where)],
+        options = f"size={size_mb}m,mode=0700" + (f",nr_inodes={inodes}" if inodes else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
                               capture_output=True, text=True)
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")

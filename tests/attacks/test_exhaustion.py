@@ -109,3 +109,46 @@ def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model
         assert "database or disk is full" not in run.output
     finally:
         disk.close()
+
+
+FILL_INODES = "mkdir -p many && cd many && i=0; while true > f$i 2>/dev/null; do i=$((i+1)); done; echo made $i"
+
+
+def test_a_command_using_up_the_inodes_fails_alone_and_the_agent_is_told(cli, model, tmp_path) -> None:
+    disk = SmallDisk(tmp_path / "small", 64, inodes=600)
+    home = Home(disk.where / "automaton-home")
+    try:
+        set_up_home(cli, home, model)
+        model.script(turn(("exec", {"command": FILL_INODES})),
+                     turn(("exec", {"command": "rm -rf many; echo cleaned"})), finish())
+        with agent_run(home.root) as run:
+            asleep_then_stopped(run)
+        results = exec_results(home)
+        assert any(r and "made" in r for _, r, _ in results), results
+        assert any(r and "cleaned" in r for _, r, _ in results), results
+        told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
+        assert "inodes" in told and "many" in told, told[-2000:]
+        model.script(finish())
+        with agent_run(home.root) as again:  # the next start finds room
+            asleep_then_stopped(again)
+    finally:
+        disk.close()
+
+
+def test_a_home_left_without_inodes_is_one_line_at_start(cli, model, tmp_path) -> None:
+    disk = SmallDisk(tmp_path / "small", 64, inodes=600)
+    home = Home(disk.where / "automaton-home")
+    try:
+        set_up_home(cli, home, model)
+        crowd = home.root / "workspace" / "crowd"
+        crowd.mkdir(parents=True)
+        for n in range(1000):
+            try:
+                (crowd / f"f{n}").touch()
+            except OSError:
+                break
+        result = cli("run", env={"AUTOMATON_HOME": str(home.root)})
+        assert result.code != 0 and "is full" in result.stderr and "inodes" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and "chown" not in result.stderr
+    finally:
+        disk.close()
