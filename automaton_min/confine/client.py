@@ -85,6 +85,7 @@ class ConfinedSandbox:
     """Runs commands and file operations in the confined spawner. Same interface as ``LocalSandbox``."""
 
     is_local = True
+    confined = True  # files are looked at only from inside the confinement, never by the daemon
 
     def __init__(self, home: Path, workspace: Path, method: str, *, max_output_bytes: int = 64 * 1024,
                  own_cgroup: bool = False) -> None:

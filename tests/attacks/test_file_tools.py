@@ -119,3 +119,16 @@ def test_file_tools_never_read_or_overwrite_the_key_or_the_runtimes_files(agent_
     config = orjson.loads(home.config_path.read_bytes())  # update_genesis_prompt changed that one string, nothing else
     assert {k: v for k, v in config.items() if k != "genesisPrompt"} == {k: v for k, v in config_before.items() if k != "genesisPrompt"}
     watch.assert_agent_clean(agent, model, log, home, ENV_CANARY)
+
+
+def test_read_file_tells_nothing_of_what_lies_outside_the_confinement(agent_for, model, home) -> None:
+    """The daemon sees the home; a confined agent's read_file must not look there for it (no sizes, no kinds)."""
+    agent = agent_for()
+    (home.root / "big-outside.bin").write_bytes(b"x" * 2_345_678)
+    (home.root / "a-directory-outside").mkdir()
+    model.script(turn(("read_file", {"path": "../big-outside.bin"}), ("read_file", {"path": "../a-directory-outside"}),
+                      ("read_file", {"path": "../missing-outside"})), finish())
+    agent.loop.run_cycle("attack")
+    errors = [error for name, args, result, error in stored_calls(agent.db, "read_file")]
+    assert len(errors) == 3 and all(errors), errors
+    assert not any("2345678" in e or "is a directory" in e or "not a regular file" in e for e in errors), errors

@@ -14,6 +14,7 @@ files (wallet, configuration, database, constitution; SOUL.md has ``update_soul`
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -154,7 +155,7 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     candidates = [path] + (list(local) if local else [_remote_path(path)])
     if any(_is_secret(p, home) for p in candidates) or (local and _same_file_as_secret(local[1], home)):
         raise ToolFailure(f"{path} holds secrets (wallet, configuration, API key or keys) and is never read into your context")
-    if local:
+    if local and not getattr(sandbox, "confined", False):  # confined: the spawner looks, not this process
         try:
             size = os.path.getsize(local[1])
         except FileNotFoundError:
@@ -173,6 +174,12 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     except FileNotFoundError:
         raise ToolFailure(f"no such file: {path}") from None
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ToolFailure(f"{path} is larger than {MAX_READ_BYTES} bytes, the most read_file reads. "
+                              "Use exec with head, tail, sed -n or grep to read part of it") from None
+        if exc.errno == errno.EINVAL:
+            raise ToolFailure(f"{path} is not a regular file (a directory, device or pipe); read_file reads regular "
+                              "files only: list a directory with exec (ls -la)") from None
         raise ToolFailure(f"cannot read {path}: {exc.strerror or exc}") from None
     except RuntimeFailure as exc:
         raise ToolFailure(f"cannot read {path}: {exc}") from None
