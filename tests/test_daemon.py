@@ -119,3 +119,19 @@ def test_sigterm_stops_a_daemon_busy_with_its_events_every_time() -> None:
             proc.kill()
             proc.wait()
     assert hung == 0, f"{hung} of 12 ignored SIGTERM"
+
+
+def test_a_stop_signal_repeated_at_once_is_the_same_stop(monkeypatch) -> None:
+    """Ctrl-C reaches the one-file binary's bootloader and its child together, and the bootloader forwards it: the
+    child sees two SIGINTs at once, which must not be the "exit now" second signal."""
+    import os
+    import signal as signals_module
+
+    def exit_now(code: int) -> None:
+        raise AssertionError(f"exited at once with {code}")
+
+    monkeypatch.setattr(os, "_exit", exit_now)
+    signals = Signals()
+    signals.on_signal(signals_module.SIGINT)
+    signals.on_signal(signals_module.SIGINT)
+    assert signals.stop.is_set() and not signals.abandon.is_set()

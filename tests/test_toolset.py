@@ -37,3 +37,11 @@ def test_brief_takes_the_first_sentence_and_mode_follows_the_window() -> None:
     assert len(brief("word " * 100)) == 100
     assert is_compact({}, 4096) and is_compact({}, 8192) and not is_compact({}, 8193)
     assert is_compact({"contextMode": "compact"}, 128_000) and not is_compact({"contextMode": "full"}, 4096)
+
+
+def test_compact_mode_does_not_offer_background_jobs_it_offers_no_way_to_stop() -> None:
+    compact = {schema.name: schema for schema in offered_tools(SPECS, "normal", compact=True)}
+    full = {schema.name: schema for schema in offered_tools(SPECS, "normal", compact=False)}
+    assert "stop_job" not in compact and "stop_job" in full
+    assert "background" not in compact["exec"].parameters["properties"]
+    assert "background" in full["exec"].parameters["properties"]

@@ -21,6 +21,8 @@ COMPACT_WINDOW = 8_192
 BRIEF_CHARS = 100
 DANGER = " [dangerous: spends money or changes who you are]"
 LEAN_KEYS = frozenset({"type", "required", "enum"})
+# Parameters compact mode leaves out: a background job needs stop_job, which a small window does not offer.
+COMPACT_HIDDEN = {"exec": ("background",)}
 
 _CORE = ("exec", "read_file", "write_file", "sleep", "system_synopsis", "check_credits", "check_usdc_balance",
          "send_message", "remember_fact", "recall_facts", "set_goal", "complete_goal")
@@ -66,7 +68,10 @@ def _lean(schema: Any) -> Any:
 def _schema(spec: ToolSpec, compact: bool) -> ToolSchema:
     dangerous = spec.risk == "dangerous"
     if compact:
-        return ToolSchema(spec.name, brief(spec.description) + (" [dangerous]" if dangerous else ""), _lean(spec.parameters))
+        lean = _lean(spec.parameters)
+        for name in COMPACT_HIDDEN.get(spec.name, ()):
+            lean.get("properties", {}).pop(name, None)
+        return ToolSchema(spec.name, brief(spec.description) + (" [dangerous]" if dangerous else ""), lean)
     return ToolSchema(spec.name, spec.description + (DANGER if dangerous else ""), spec.parameters)
 
 

@@ -9,7 +9,9 @@ another process (``automaton-min wake``); the reasons become the next wake-up me
 SIGTERM and SIGINT let the turn under way finish within a grace period (30 s); after it
 the turn is cut off (the wait for the model ends, the running command is cancelled,
 nothing of the turn is written, its messages go back to the inbox). A second signal
-exits at once. Then the process exits 0.
+exits at once, unless it comes within ``SAME_STOP_S`` of the first: Ctrl-C reaches the
+one-file binary's bootloader and its Python child together, and the bootloader forwards
+it once more. Then the process exits 0.
 
 A cycle that cannot write ``state.db`` (the disk is full, a write failed, the file system went read-only) does
 not end the process: the database is intact (the failed transaction is rolled back). If the disk reserve
@@ -38,6 +40,7 @@ DEFAULT_SLEEP_S = 60
 SHUTDOWN_GRACE_S = 30.0
 EARLY_WAKE = "something woke you early (a message or an event)"
 STORAGE_RETRY_S = 60
+SAME_STOP_S = 1.0  # a stop signal this soon after the first is the same stop, not the "exit now" second one
 
 
 class Cycle(Protocol):
@@ -61,6 +64,7 @@ class Signals:
     on_abandon: list[Callable[[], None]] = field(default_factory=list)
     on_nudge: list[Callable[[], None]] = field(default_factory=list)
     _grace_watcher: threading.Thread | None = field(default=None, init=False, repr=False)
+    _stop_signalled_at: float = field(default=0.0, init=False, repr=False)
 
     def request_stop(self, why: str) -> None:
         """Stop after the turn under way; cut it off if it is still running after ``grace_s``."""
@@ -128,8 +132,11 @@ class Signals:
             return
         name = signal.Signals(signum).name
         if self.stop.is_set():
+            if time.monotonic() - self._stop_signalled_at < SAME_STOP_S:
+                return  # the one-file binary's bootloader forwards the Ctrl-C the terminal also sent us
             log.warning("second stop signal: exiting now", extra={"signal": name})
             os._exit(128 + signum)
+        self._stop_signalled_at = time.monotonic()
         self.request_stop(name)
 
 

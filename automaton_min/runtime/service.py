@@ -92,6 +92,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
             log.warning("a heartbeat task was still running at shutdown; its lease expires on its own")
         if watchdog is not None:
             watchdog.stop()
+        if disk is not None:
+            disk.release()  # kept only while the agent runs; its room also serves the last checkpoint
         agent.close()
         notifier.close()
 

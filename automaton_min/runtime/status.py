@@ -53,6 +53,12 @@ def turn_summaries(db: Any, limit: int = RECENT_TURNS) -> list[dict[str, Any]]:
     return summaries
 
 
+def _running(pid: Any) -> bool:
+    from automaton_min.confine.reaper import alive
+
+    return isinstance(pid, int) and pid > 1 and alive(pid)
+
+
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
     """Name, address, whether a run holds the home, state, money and the last error, as one dict.
 
@@ -76,6 +82,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
         heartbeat = heartbeat_summary(db)
         recent = turn_summaries(db)
+    jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {

@@ -4,7 +4,7 @@ While the agent runs, ``.disk-reserve`` (``RESERVE_BYTES`` of zeros) sits in its
 disk fails alone (ENOSPC) while the reserve still holds that room. After each command or file write in local
 mode the runtime calls ``check``: when less than the reserve's size is free, the reserve is released, so the turn
 and the next ones can be written, and ``check`` returns a note for the agent naming the biggest entries of its
-workspace. The reserve comes back once three times its size is free again.
+workspace. The reserve comes back once three times its size is free again, and is given back when the agent stops.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class DiskReserve:
             return False
         partial = self.path.with_name(RESERVE_NAME + ".partial")
         try:
-            with open(partial, "wb") as handle:
+            with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as handle:
                 zeros = bytes(_CHUNK)
                 for start in range(0, self.size, _CHUNK):
                     handle.write(zeros[: min(_CHUNK, self.size - start)])

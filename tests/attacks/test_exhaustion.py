@@ -107,6 +107,7 @@ def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model
         told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
         assert "disk" in told and "full" in told and "cache" in told, told[-2000:]
         assert "database or disk is full" not in run.output
+        assert not (home.root / ".disk-reserve").exists()  # given back at the stop
     finally:
         disk.close()
 

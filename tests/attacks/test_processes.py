@@ -170,7 +170,8 @@ def test_a_background_job_is_listed_stoppable_and_ends_with_the_agent(cli, home,
         return turn(("stop_job", {"id": "job2"}), ("exec", {"command": "echo next"}))
 
     model.script(turn(("exec", {"command": "echo $$ > keeper.pid; exec sleep 300", "background": True}),
-                      ("exec", {"command": "echo $$ > stopped.pid; exec sleep 301", "background": True})),
+                      ("exec", {"command": "echo $$ > stopped.pid; exec sleep 301", "background": True}),
+                      ("exec", {"command": "exit 0", "background": True})),  # ended at once: not listed
                  look_at_status, finish())
     with agent_run(home.root) as run:
         asleep_then_stopped(run)
