@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+from automaton_min.net.url import UnreadableUrl, read_url
 
 from automaton_min.chain.usdc import ATOMIC_PER_CENT, format_usdc
 from automaton_min.chain.x402 import PaymentRequirement
@@ -58,7 +58,7 @@ def x402_limits(policy: Mapping[str, Any]) -> Limits:
 
 def topup_limits(api_url: str) -> Limits:
     """Top-ups go only to the configured Conway API; the tier fixes the amount."""
-    return Limits(allowed_domains=(urlsplit(api_url).hostname or "",))
+    return Limits(allowed_domains=(read_url(api_url).host,))
 
 
 def cents_of(atomic: int) -> int:
@@ -67,9 +67,19 @@ def cents_of(atomic: int) -> int:
 
 
 def domain_allowed(url: str, domains: tuple[str, ...]) -> bool:
-    """True when the URL's host is one of ``domains`` or a subdomain of one."""
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
-    return any(host == d.lower() or host.endswith("." + d.lower()) for d in domains if d)
+    """True when the URL, read once (``net/url.py``), names one of ``domains`` or a subdomain of one; a URL that
+    cannot be read one way only is never allowed."""
+    try:
+        return read_url(url).on(domains)
+    except UnreadableUrl:
+        return False
+
+
+def _host_of(url: str) -> str:
+    try:
+        return read_url(url).host
+    except UnreadableUrl as exc:
+        return f"{url[:200]!r} ({exc})"
 
 
 def check_payment(
@@ -97,7 +107,7 @@ def check_payment(
     if amount > allowance.max_amount:
         raise PaymentRefused("amount", f"amount {format_usdc(amount)} USDC is above the allowed {format_usdc(allowance.max_amount)} USDC")
     if limits.allowed_domains is not None and not domain_allowed(url, limits.allowed_domains):
-        raise PaymentRefused("domain", f"{urlsplit(url).hostname} is not in the allowed domains {list(limits.allowed_domains)}")
+        raise PaymentRefused("domain", f"{_host_of(url)} is not in the allowed domains {list(limits.allowed_domains)}")
     if limits.per_payment_cents is not None and cents > limits.per_payment_cents:
         raise PaymentRefused("per_payment_cap", f"{cents} cents is above the per-payment cap of {limits.per_payment_cents} cents")
     if limits.hourly_cents is not None and spent_last_hour_cents + cents > limits.hourly_cents:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
-from urllib.parse import urlsplit
+from automaton_min.net.url import read_url
 
 from automaton_min.chain.eip3009 import TransferAuthorization, new_nonce, sign_authorization
 from automaton_min.chain.usdc import network_named
@@ -109,6 +109,7 @@ class Payer:
         resource that turns out to be free gets a second request with the body.
         ``balance`` is the wallet's USDC when the caller has just read it (saves a second read).
         """
+        url = read_url(url).text  # the client connects where the guard and the cool-down look (net/url.py)
         probe = self.send(method, url, headers=headers, timeout=self.request_timeout())
         if probe.status != 402 and body is not None:
             probe = self.send(method, url, json=body, headers=headers, timeout=self.request_timeout())
@@ -129,7 +130,7 @@ class Payer:
             balance=balance if balance is not None else (self.balance_of(self.wallet.address) if self.balance_of else None),
         )
         now_s = now_ms // 1000
-        host = urlsplit(url).hostname or ""
+        host = read_url(url).host
         until = cooldown_until(self.db, host)
         if until is not None and until > now_ms:
             raise PaymentRefused(
@@ -159,7 +160,7 @@ class Payer:
                 authorization=authorization, amount_cents=cents_of(requirement.amount), now_ms=now_ms,
             )
             self.spend.record(category, intent.amount_cents, tool_name, recipient=requirement.pay_to,
-                              domain=urlsplit(url).hostname, spend_id=intent.id)
+                              domain=host, spend_id=intent.id)
         crash_point("intent_stored")
         signature = sign_authorization(self.wallet, authorization, requirement.token_domain())
         crash_point("payment_signed")

@@ -71,7 +71,6 @@ def paying_agent(agent_for, rpc, chain, allowed: str = "conway.tech"):
     return agent
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: the allow-list and the client read the URL two ways")
 def test_a_url_read_two_ways_is_not_paid(agent_for, model, chain, rpc) -> None:
     agent = paying_agent(agent_for, rpc, chain)
     with HostileServer() as hostile:
@@ -83,7 +82,6 @@ def test_a_url_read_two_ways_is_not_paid(agent_for, model, chain, rpc) -> None:
     assert error and not result
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: a failure on the hostile host cools down the Conway host")
 def test_a_hostile_server_cannot_put_the_conway_host_on_cool_down(agent_for, model, chain, rpc) -> None:
     agent = paying_agent(agent_for, rpc, chain)
     with HostileServer(paid_status=500) as hostile:

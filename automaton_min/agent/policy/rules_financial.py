@@ -2,7 +2,7 @@
 
 The limits are not re-implemented here: transfers ask ``SpendTracker.check_transfer``
 (per-transfer cap, per-turn count, cooldown, hourly and daily caps, minimum
-reserve), x402 fetches ask ``guard.domain_allowed`` and the x402 limits of
+reserve), x402 fetches read the URL once (``net/url.py``: an ambiguous one is refused) and ask the x402 limits of
 ``guard.x402_limits``, inference asks ``SpendTracker.check_inference``. The tools
 that move money enforce the same limits again where the money moves; refusing
 here is defence in depth, and it puts the refusal in ``policy_decisions``.
@@ -27,7 +27,7 @@ here is defence in depth, and it puts the refusal in ``policy_decisions``.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from automaton_min.net.url import UnreadableUrl, read_url
 
 import apsw
 
@@ -44,7 +44,7 @@ from automaton_min.agent.policy.engine import (
 )
 from automaton_min.agent.policy.rules_validation import VALIDATION_FAILED, is_whole_number
 from automaton_min.errors import RuntimeFailure
-from automaton_min.treasury.guard import domain_allowed, x402_limits
+from automaton_min.treasury.guard import x402_limits
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 PRIORITY = 500
@@ -120,11 +120,12 @@ def _x402_domain(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
         return deny(DOMAIN_NOT_ALLOWED, "x402AllowedDomains is empty, so no paid fetch is allowed")
     if not isinstance(url, str):
         return deny(DOMAIN_NOT_ALLOWED, "url must be text")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return deny(DOMAIN_NOT_ALLOWED, f"{url[:200]!r} is not an http(s) URL with a host")
-    if not domain_allowed(url, domains):
-        return deny(DOMAIN_NOT_ALLOWED, f"{parts.hostname} is not in x402AllowedDomains ({', '.join(domains)})")
+    try:
+        target = read_url(url)
+    except UnreadableUrl as exc:
+        return deny(DOMAIN_NOT_ALLOWED, f"{url[:200]!r}: {exc}")
+    if not target.on(domains):
+        return deny(DOMAIN_NOT_ALLOWED, f"{target.host} is not in x402AllowedDomains ({', '.join(domains)})")
     return None
 
 

@@ -10,10 +10,10 @@ unreadable balance is "unknown", never zero.
 from __future__ import annotations
 
 from typing import Any, Mapping
-from urllib.parse import urlsplit
 
 import orjson
 
+from automaton_min.net.url import UnreadableUrl, read_url
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import (
     TRANSFERS_KEY,
@@ -210,9 +210,11 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.treasury.guard import Allowance, x402_limits
 
     payer = need(ctx, "payer")
-    url, method = args["url"], args.get("method", "GET")
-    if not urlsplit(url).hostname:
-        raise ToolFailure(f"url: {url} has no host")
+    method = args.get("method", "GET")
+    try:
+        url = read_url(args["url"]).text  # the one reading the policy, the guard and the client all use
+    except UnreadableUrl as exc:
+        raise ToolFailure(f"url: {exc}") from None
     headers, body = _headers(args.get("headers")), _body(args.get("body"))
     policy = treasury_policy(ctx)
     cap_cents = int(policy["maxX402PaymentCents"])
