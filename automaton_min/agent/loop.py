@@ -50,6 +50,15 @@ INBOX_BATCH = 10
 DEAD_WAIT_S = 300
 
 
+
+TRUST_ORDER = ("external", "agent", "creator")  # least trusted first
+
+
+def least_trusted(*authorities: str) -> str:
+    """The lowest of ``authorities``: a turn answers to the least-trusted input it carries."""
+    return min(authorities, key=TRUST_ORDER.index)
+
+
 class Hooks(Protocol):
     """The collaborators the loop calls; the runtime wires the real ones, tests may pass their own."""
 
@@ -147,6 +156,7 @@ class AgentLoop:
         self.hooks.set_state("running", self.now(), "awake")
         controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
         result = CycleResult()
+        carried = "agent"  # the least-trusted input this cycle has answered: later turns answer to it too
         while not stop.is_set():
             if self._asleep():
                 result.reason = get_value(self.db, SLEEP_REASON_KEY) or "sleep timer"
@@ -158,9 +168,11 @@ class AgentLoop:
                 claimed = [m[0] for m in messages]
                 if messages:
                     authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
-                    pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", authority)
+                    carried = least_trusted(carried, authority)
+                    pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox",
+                               least_trusted(authority, carried))
             try:
-                summary = self._turn(pending, claimed, first_run and result.turns == 0)
+                summary = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"))
             except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
                 self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
@@ -187,7 +199,7 @@ class AgentLoop:
             pending = None
             result.turns += 1
             if verdict.action == "warn":
-                pending = (Message("user", "[system] " + verdict.message), "system", "agent")
+                pending = (Message("user", "[system] " + verdict.message), "system", least_trusted(carried, "agent"))
             elif verdict.action == "sleep":
                 self._sleep(verdict.seconds, verdict.reason)
                 result.slept_for_s, result.reason = verdict.seconds, verdict.reason
@@ -209,7 +221,9 @@ class AgentLoop:
 
     # ---------------------------------------------------------------- one turn
 
-    def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool) -> TurnSummary | Verdict:
+    def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool,
+              answering: str = "agent") -> TurnSummary | Verdict:
+        """One turn; with no new input it answers with ``answering``, the authority of what the cycle carries."""
         self.progress()
         now_ms = self.now()
         turn_id = self._uncommitted = self.open_turns.start(claimed, now_ms)
@@ -218,7 +232,7 @@ class AgentLoop:
         tier, low_compute = self.hooks.survive(reading, now_ms)
         loop_state = LoopState(low_compute=low_compute)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
-        message, source, authority = pending if pending else (None, None, "agent")
+        message, source, authority = pending if pending else (None, None, answering)
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
         routed = route if isinstance(route, BudgetDenied) else self._infer(route, status, message, first_run, tier, turn_id)
