@@ -1,10 +1,12 @@
 """Plain HTTP calls with real timeouts and typed errors (retries and circuit breakers build on this).
 
-``requests`` is imported on first use, so commands that never touch the network stay fast.
+A timeout is the whole request's: name lookup, connect, headers and body together (``net/deadlines.py``), not
+each read's. ``requests`` is imported on first use, so commands that never touch the network stay fast.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -82,22 +84,28 @@ def request(
     headers: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Response:
-    """One HTTP request; raises ``NetworkError`` when no answer arrives within ``timeout`` seconds. The body is
-    read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
+    """One HTTP request; raises ``NetworkError`` when the whole answer has not arrived within ``timeout`` seconds.
+    The body is read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
     import requests
+
+    from automaton_min.net.deadlines import WATCH, watched_session
 
     all_headers = {"User-Agent": USER_AGENT, **(headers or {})}
     data = None
     if json is not None:
         data = orjson.dumps(json)
         all_headers.setdefault("Content-Type", "application/json")
+    ends = time.monotonic() + timeout
     try:
-        with requests.request(method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False,
-                              stream=True) as answer:
+        with WATCH.deadline(ends), watched_session() as session, session.request(
+                method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False,
+                stream=True) as answer:
             body, truncated = _read_capped(answer)
     except requests.Timeout:
         raise NetworkError(f"{method} {url} timed out after {timeout:g} s") from None
     except requests.RequestException as exc:
+        if time.monotonic() >= ends:  # the watch shut the socket down: the whole request ran out of time
+            raise NetworkError(f"{method} {url} timed out after {timeout:g} s (the whole request)") from None
         raise NetworkError(f"{method} {url} failed: {type(exc).__name__}") from None
     return Response(answer.status_code, answer.headers, body, url, truncated)
 

@@ -52,6 +52,7 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     from automaton_min.social.task import check_social_inbox, poll_interval_s
 
     from automaton_min.confine.reaper import become_subreaper
+    from automaton_min.net.deadlines import WATCH as http_deadlines
 
     become_subreaper()  # what a command leaves behind when its spawner dies comes here, to be ended
     signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
@@ -60,6 +61,7 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     metrics = Metrics(now=now)
     agent = build_agent(home, config, now=now, metrics=metrics, service=True)
     signals.on_abandon.append(agent.sandbox.cancel)
+    signals.on_abandon.append(http_deadlines.cut_all)  # a fetch or payment under way ends with the grace period
 
     with start_step("heartbeat"):
         factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)

@@ -165,7 +165,6 @@ class DripServer:
             self.finished = True
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18: HTTP timeouts are per read, not per call")
 def test_a_slow_drip_does_not_outlast_the_calls_deadline(agent_for, model, chain, rpc) -> None:
     agent = paying_agent(agent_for, rpc, chain, allowed="127.0.0.1")
     agent.loop.services.payer.timeout = 2.0  # the call's whole deadline, here: the drip takes 9 s

@@ -1,0 +1,96 @@
+"""Whole-request deadlines (net/deadlines.py): a slow drip, a slow name lookup and a stop each end a request."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from automaton_min.net import deadlines
+from automaton_min.net.http import NetworkError, request
+
+
+class Drip:
+    """Headers at once, then one byte of the body per ``every_s``; ``until_cut`` is set when the client hangs up."""
+
+    def __init__(self, size: int = 200, every_s: float = 0.05) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.size, self.every_s = size, every_s
+        self.until_cut = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
+
+    def serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {self.size}\r\n\r\n".encode())
+                for _ in range(self.size):
+                    if self.stop.wait(self.every_s):
+                        return
+                    conn.sendall(b"x")
+            except OSError:
+                self.until_cut.set()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+def test_a_drip_ends_at_the_whole_requests_deadline() -> None:
+    drip = Drip()  # 10 s of body at 0.05 s a byte: every read is quick, the whole is not
+    try:
+        with pytest.raises(NetworkError, match="the whole request"):
+            request("GET", drip.url, timeout=0.5)
+        assert drip.until_cut.wait(10), "the server never saw the client hang up"
+    finally:
+        drip.close()
+
+
+def test_a_stop_cuts_every_request_under_way() -> None:
+    drip = Drip()
+    failure: list[Exception] = []
+    done = threading.Event()
+
+    def fetch() -> None:
+        try:
+            request("GET", drip.url, timeout=60)
+        except NetworkError as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=fetch, daemon=True).start()
+    try:
+        while not deadlines.WATCH._heap:  # the request has its socket registered
+            assert not done.wait(0.01)
+        deadlines.WATCH.cut_all()
+        assert done.wait(10) and failure, "the request outlived the stop"
+    finally:
+        drip.close()
+
+
+def test_a_slow_name_lookup_ends_at_the_deadline(monkeypatch) -> None:
+    release, answered = threading.Event(), threading.Event()
+    real = socket.getaddrinfo
+
+    def slow(*args, **kwargs):
+        release.wait(30)
+        answered.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    try:
+        with pytest.raises(NetworkError):
+            request("GET", "http://slow-to-resolve.invalid/", timeout=0.3)
+        assert not answered.is_set(), "the request waited for the lookup instead of its deadline"
+    finally:
+        release.set()
