@@ -111,8 +111,9 @@ class Harness:
 
     # ------------------------------------------------------------------ inbox
 
-    def add_messages(self, n: int) -> None:
-        """``n`` new inbox messages, each with a unique token the turn that reads it carries in its input."""
+    def add_messages(self, n: int, *, signed_by: str | None = None) -> None:
+        """``n`` new inbox messages, each with a unique token the turn that reads it carries in its input; from a
+        stranger, or signed by ``signed_by`` (the creator's address: creator authority)."""
         con = sqlite3.connect(self.db_path, timeout=30)
         try:
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
@@ -120,8 +121,8 @@ class Harness:
                 self._seq += 1
                 mid = f"{TOKEN_PREFIX}{self._seq:05d}"
                 con.execute("INSERT INTO inbox_messages (id, from_address, content, received_at, status, retry_count,"
-                            " max_retries) VALUES (?, ?, ?, ?, 'received', 0, 3)",
-                            (mid, "0x" + "ab" * 20, f"Please note token {mid} in your log.", now))
+                            " max_retries, signed_by) VALUES (?, ?, ?, ?, 'received', 0, 3, ?)",
+                            (mid, signed_by or "0x" + "ab" * 20, f"Please note token {mid} in your log.", now, signed_by))
                 self.messages.append(mid)
             con.commit()
         finally:

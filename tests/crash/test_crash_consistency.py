@@ -131,7 +131,8 @@ def test_killed_while_paying_restarts_consistent(cli, home, chain, rpc, x402_v2)
         harness = Harness(home.root)
         harness.extra_checks.append(payment_check(x402_v2))
         for point in PAY_POINTS:
-            harness.add_messages(1)
+            # the creator's: after a stranger's message the cycle's later turns answer to the stranger and pay nothing
+            harness.add_messages(1, signed_by=CREATOR.lower())
             harness.crash_at(point)
         harness.clean_run(turns=1)
 
