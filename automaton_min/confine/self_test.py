@@ -20,7 +20,7 @@ from typing import Any
 
 from automaton_min.confine import reaper
 from automaton_min.confine.client import RefusingSandbox, UnconfinedSandbox, local_sandbox
-from automaton_min.store.disk_reserve import RESERVE_BYTES, RESERVE_NAME
+from automaton_min.store.disk_reserve import DiskReserve
 
 KERNEL_FIX = ("use Linux >= 5.13 with Landlock enabled (lsm=...,landlock) or allow unprivileged user namespaces "
               "(sysctl kernel.unprivileged_userns_clone=1); unconfinedExec runs commands unprotected")
@@ -48,7 +48,7 @@ def self_test(home: Path, workspace: Path, config: Any) -> list[Probe]:
                    Probe("limits", bool(sandbox.report.get("oom_first")), sandbox.limits())]
     finally:
         sandbox.close()
-    return probes + [_disk(home)]
+    return probes + [_disk(home, workspace)]
 
 
 def _wallet(sandbox: Any, home: Path) -> Probe:
@@ -101,11 +101,10 @@ def _processes(sandbox: Any, workspace: Path) -> Probe:
     return Probe("processes", gone, detail)
 
 
-def _disk(home: Path) -> Probe:
-    stats = os.statvfs(home)
-    free = stats.f_bavail * stats.f_frsize
-    held = (Path(home) / RESERVE_NAME).exists()
-    reserve = f"{RESERVE_BYTES >> 20} MB reserve {'held' if held else 'kept while the agent runs'}"
-    ok = free >= RESERVE_BYTES or held
+def _disk(home: Path, workspace: Path) -> Probe:
+    disk = DiskReserve(home, workspace)
+    free, held = disk.free_bytes(), disk.held
+    reserve = f"{disk.size >> 20} MB reserve {'held' if held else 'kept while the agent runs'}"
+    ok = free >= disk.size or held
     detail = f"{free / (1 << 20):.0f} MB free where the home is; {reserve}"
     return Probe("disk reserve", ok, detail, "" if ok else f"free some space on the disk holding {home} (df -h)")

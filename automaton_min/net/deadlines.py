@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import requests
+from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util import connection as urllib3_connection
@@ -142,15 +144,16 @@ class WatchedHTTPSConnectionPool(HTTPSConnectionPool):
 POOLS = {"http": WatchedHTTPConnectionPool, "https": WatchedHTTPSConnectionPool}
 
 
-def watched_session():
+class WatchedAdapter(HTTPAdapter):
+    """Connections through the watched pools."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = POOLS
+
+
+def watched_session() -> requests.Session:
     """A ``requests`` session whose connections answer to ``WATCH``'s deadlines."""
-    import requests
-
-    class WatchedAdapter(requests.adapters.HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = POOLS
-
     session = requests.Session()
     for prefix in ("http://", "https://"):
         session.mount(prefix, WatchedAdapter())

@@ -37,15 +37,14 @@ class DiskReserve:
         self.path = self.home / RESERVE_NAME
         self.kept = False  # only the running service keeps one (start)
 
-    def free_bytes(self) -> int:
-        """Space an unprivileged writer may still use on the home's filesystem."""
+    def space(self) -> tuple[int, int | None]:
+        """What an unprivileged writer may still use on the home's filesystem: bytes, and files (None where the
+        filesystem does not count them)."""
         stats = os.statvfs(self.home)
-        return stats.f_bavail * stats.f_frsize
+        return stats.f_bavail * stats.f_frsize, stats.f_favail if stats.f_files else None
 
-    def free_inodes(self) -> int | None:
-        """Files that can still be made there; None where the filesystem does not count them."""
-        stats = os.statvfs(self.home)
-        return stats.f_favail if stats.f_files else None
+    def free_bytes(self) -> int:
+        return self.space()[0]
 
     def start(self) -> bool:
         """From now on keep the reserve (``automaton-min run``); whether it is held."""
@@ -89,7 +88,7 @@ class DiskReserve:
         """After a command: the note for the agent when the disk is full (the reserve is released then), else
         None (and the reserve is remade when there is room)."""
         try:
-            free, inodes = self.free_bytes(), self.free_inodes()
+            free, inodes = self.space()
         except OSError:
             return None
         no_inodes = inodes is not None and inodes < LOW_INODES

@@ -8,6 +8,7 @@ mounting a tmpfs; without root these tests skip (CI runs as root, so there they 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunningAgent
+from automaton_min.confine import reaper
+from automaton_min.home import Home
+from automaton_min.store.db import open_database
+from conftest import CREATOR, RunningAgent, keep_offline
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The system's PATH for the agent under attack: its commands then run the system's python3, which the confinement
@@ -164,15 +168,7 @@ def survivors(pids: list[int]) -> list[int]:
 
 def alive(pids: list[int]) -> list[int]:
     """Those of ``pids`` that still run (zombies waiting for init to reap them do not count)."""
-    running = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            running.append(pid)
-    return running
+    return [pid for pid in pids if reaper.alive(pid)]
 
 
 def kill_all(pids: list[int]) -> None:
@@ -183,3 +179,19 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def set_up_home(cli, home: Home, model) -> None:
+    """``home`` set up through the real CLI against the scripted ``model``, kept offline."""
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
+                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes",
+                env={"AUTOMATON_HOME": str(home.root)})
+    assert setup.code == 0, setup.stderr
+    keep_offline(home)
+
+
+def exec_results(home: Home) -> list[tuple[str, str | None, str | None]]:
+    """Every exec call as stored: (command, result, error), oldest first."""
+    with open_database(home.default_db_path) as db:
+        return [(json.loads(r[0])["command"], r[1], r[2])
+                for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]

@@ -6,17 +6,13 @@ must survive each one, keep taking turns, and stop with exit 0.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from attack_kit import finish, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import Cgroup, SmallDisk, agent_run, asleep_then_stopped
+from machine_kit import Cgroup, SmallDisk, agent_run, asleep_then_stopped, exec_results, set_up_home
 from automaton_min.confine.landlock import abi_version
 from automaton_min.home import Home
-from automaton_min.store.db import open_database
-from conftest import CREATOR, keep_offline
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
@@ -47,20 +43,6 @@ print('forked', made)
 """
 
 
-def set_up_home(cli, home: Home, model) -> None:
-    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
-                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes",
-                env={"AUTOMATON_HOME": str(home.root)})
-    assert setup.code == 0, setup.stderr
-    keep_offline(home)
-
-
-def exec_results(home: Home) -> list[tuple[str, str | None, str | None]]:
-    with open_database(home.default_db_path) as db:
-        return [(json.loads(r[0])["command"], r[1], r[2])
-                for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]
-
-
 def test_commands_filling_the_memory_cgroup_never_take_the_daemon(cli, home, model) -> None:
     set_up_home(cli, home, model)
     hogs = " ".join([f"{HOG} &"] * 40) + " wait; echo hogs-done"
@@ -89,67 +71,69 @@ def test_a_command_taking_every_task_does_not_break_later_turns(cli, home, model
 FILL_DISK = "mkdir -p cache && python3 -c \"open('cache/blob', 'wb').write(b'z' * (200 << 20))\" 2>/dev/null; echo filled"
 
 
-def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model, tmp_path) -> None:
-    disk = SmallDisk(tmp_path / "small", 64)
-    home = Home(disk.where / "automaton-home")
-    try:
-        set_up_home(cli, home, model)
-        model.script(turn(("exec", {"command": FILL_DISK})),
-                     turn(("exec", {"command": "rm -rf cache; echo cleaned"})), finish())
-        with agent_run(home.root) as run:
-            asleep_then_stopped(run)
-        assert model.pending == 0, run.output
-        results = exec_results(home)
-        assert any(r and "filled" in r for _, r, _ in results), results
-        assert any(r and "cleaned" in r for _, r, _ in results), results
-        # the request after the command that filled the disk: the runtime's own words (the command's output is
-        # only "filled"), not the command echoed back in the assistant's message
-        told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
-        assert "disk" in told and "full" in told and "cache" in told, told[-2000:]
-        assert "database or disk is full" not in run.output
-        assert not (home.root / ".disk-reserve").exists()  # given back at the stop
-    finally:
+@pytest.fixture
+def small_home(tmp_path):
+    """Makes a home on a 64 MB tmpfs (with at most ``inodes`` files); unmounted afterwards."""
+    disks: list[SmallDisk] = []
+
+    def make(inodes: int | None = None) -> Home:
+        disks.append(SmallDisk(tmp_path / "small", 64, inodes=inodes))
+        return Home(disks[-1].where / "automaton-home")
+
+    yield make
+    for disk in disks:
         disk.close()
+
+
+def test_a_command_filling_the_disk_fails_alone_and_the_agent_is_told(cli, model, small_home) -> None:
+    home = small_home()
+    set_up_home(cli, home, model)
+    model.script(turn(("exec", {"command": FILL_DISK})),
+                 turn(("exec", {"command": "rm -rf cache; echo cleaned"})), finish())
+    with agent_run(home.root) as run:
+        asleep_then_stopped(run)
+    assert model.pending == 0, run.output
+    results = exec_results(home)
+    assert any(r and "filled" in r for _, r, _ in results), results
+    assert any(r and "cleaned" in r for _, r, _ in results), results
+    # the request after the command that filled the disk: the runtime's own words (the command's output is
+    # only "filled"), not the command echoed back in the assistant's message
+    told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
+    assert "disk" in told and "full" in told and "cache" in told, told[-2000:]
+    assert "database or disk is full" not in run.output
+    assert not (home.root / ".disk-reserve").exists()  # given back at the stop
 
 
 FILL_INODES = "mkdir -p many && cd many && i=0; while true > f$i 2>/dev/null; do i=$((i+1)); done; echo made $i"
 
 
-def test_a_command_using_up_the_inodes_fails_alone_and_the_agent_is_told(cli, model, tmp_path) -> None:
-    disk = SmallDisk(tmp_path / "small", 64, inodes=600)
-    home = Home(disk.where / "automaton-home")
-    try:
-        set_up_home(cli, home, model)
-        model.script(turn(("exec", {"command": FILL_INODES})),
-                     turn(("exec", {"command": "rm -rf many; echo cleaned"})), finish())
-        with agent_run(home.root) as run:
-            asleep_then_stopped(run)
-        results = exec_results(home)
-        assert any(r and "made" in r for _, r, _ in results), results
-        assert any(r and "cleaned" in r for _, r, _ in results), results
-        told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
-        assert "inodes" in told and "many" in told, told[-2000:]
-        model.script(finish())
-        with agent_run(home.root) as again:  # the next start finds room
-            asleep_then_stopped(again)
-    finally:
-        disk.close()
+def test_a_command_using_up_the_inodes_fails_alone_and_the_agent_is_told(cli, model, small_home) -> None:
+    home = small_home(inodes=600)
+    set_up_home(cli, home, model)
+    model.script(turn(("exec", {"command": FILL_INODES})),
+                 turn(("exec", {"command": "rm -rf many; echo cleaned"})), finish())
+    with agent_run(home.root) as run:
+        asleep_then_stopped(run)
+    results = exec_results(home)
+    assert any(r and "made" in r for _, r, _ in results), results
+    assert any(r and "cleaned" in r for _, r, _ in results), results
+    told = "\n".join(str(m.get("content")) for m in model.requests[1].body["messages"] if m["role"] != "assistant")
+    assert "inodes" in told and "many" in told, told[-2000:]
+    model.script(finish())
+    with agent_run(home.root) as again:  # the next start finds room
+        asleep_then_stopped(again)
 
 
-def test_a_home_left_without_inodes_is_one_line_at_start(cli, model, tmp_path) -> None:
-    disk = SmallDisk(tmp_path / "small", 64, inodes=600)
-    home = Home(disk.where / "automaton-home")
-    try:
-        set_up_home(cli, home, model)
-        crowd = home.root / "workspace" / "crowd"
-        crowd.mkdir(parents=True)
-        for n in range(1000):
-            try:
-                (crowd / f"f{n}").touch()
-            except OSError:
-                break
-        result = cli("run", env={"AUTOMATON_HOME": str(home.root)})
-        assert result.code != 0 and "is full" in result.stderr and "inodes" in result.stderr, result.stderr
-        assert "Traceback" not in result.stderr and "chown" not in result.stderr
-    finally:
-        disk.close()
+def test_a_home_left_without_inodes_is_one_line_at_start(cli, model, small_home) -> None:
+    home = small_home(inodes=600)
+    set_up_home(cli, home, model)
+    crowd = home.root / "workspace" / "crowd"
+    crowd.mkdir(parents=True)
+    for n in range(1000):
+        try:
+            (crowd / f"f{n}").touch()
+        except OSError:
+            break
+    result = cli("run", env={"AUTOMATON_HOME": str(home.root)})
+    assert result.code != 0 and "is full" in result.stderr and "inodes" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "chown" not in result.stderr

@@ -19,13 +19,12 @@ import pytest
 
 from attack_kit import finish, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import agent_run, asleep_then_stopped, survivors
+from machine_kit import agent_run, asleep_then_stopped, exec_results, set_up_home, survivors
 from automaton_min.confine.landlock import abi_version
 from automaton_min.runtime.status import LAST_RUN_KEY
 from automaton_min.store.db import open_database
 from automaton_min.store.kv import get_value
 from automaton_min.trees import remove_tree
-from conftest import CREATOR, keep_offline
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
@@ -69,19 +68,6 @@ time.sleep(25)
 """
 
 DEEP = "python3 -c \"import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(1500):\n    os.mkdir('a'); os.chdir('a')\nprint('deep')\""
-
-
-def set_up_home(cli, home, model) -> None:
-    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
-                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
-    assert setup.code == 0, setup.stderr
-    keep_offline(home)
-
-
-def exec_results(home) -> list[tuple[str, str | None, str | None]]:
-    with open_database(home.default_db_path) as db:
-        return [(json.loads(r[0])["command"], r[1], r[2])
-                for r in db.query("SELECT arguments, result, error FROM tool_calls WHERE name = 'exec' ORDER BY rowid")]
 
 
 def pids_in(path: Path) -> list[int]:

@@ -27,9 +27,8 @@ import pytest
 
 from attack_kit import KeyWatch, capture_logs, finish, request_bodies, stored_calls, turn
 from attack_kit import model  # noqa: F401 (fixtures)
-from machine_kit import agent_run, asleep_then_stopped
+from machine_kit import agent_run, asleep_then_stopped, set_up_home
 from automaton_min.confine.landlock import abi_version
-from conftest import CREATOR, keep_offline
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
@@ -197,10 +196,7 @@ print('found', len(names))
 
 
 def test_no_command_forges_a_service_notification(cli, home, model, tmp_path) -> None:
-    setup = cli("setup", "--name", "ada", "--genesis-prompt", "Try.", "--creator-address", CREATOR,
-                "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
-    assert setup.code == 0, setup.stderr
-    keep_offline(home)
+    set_up_home(cli, home, model)
     notify = NotifyListener(tmp_path / "notify")
     model.script(turn(("write_file", {"path": "forge.py", "content": FORGE})),
                  turn(("exec", {"command": "python3 forge.py"})), finish())
