@@ -35,6 +35,7 @@ DEFAULT_TREASURY_POLICY: dict[str, Any] = {
     "requireConfirmationAboveCents": 1000,
     "x402MaxValiditySeconds": 300,  # a signed authorization expires this soon, whatever the server asks
     "x402HostCooldownMs": 3_600_000,  # a host that took a signature without delivering is not paid again this long
+    "knownPayees": [],  # addresses credits may go to without the creator's approval (treasury/payees.py)
 }
 
 DEFAULT_MODEL_STRATEGY: dict[str, Any] = {
@@ -172,6 +173,12 @@ def _chain_type(value: Any) -> str | None:
     return _choice("evm")(value)
 
 
+def _addresses(value: Any) -> str | None:
+    if not isinstance(value, list) or len(value) > 1000 or not all(_address(a) is None for a in value):
+        return 'expected a list of at most 1000 0x addresses like ["0xabc..."]'
+    return None
+
+
 def _domains(value: Any) -> str | None:
     if not isinstance(value, list) or not all(isinstance(d, str) and _DOMAIN.fullmatch(d) for d in value):
         return 'expected a list of domain names like ["conway.tech"]'
@@ -216,8 +223,9 @@ RULES: dict[str, Rule] = {
     "dbPath": _text(4096, required=True),
     "skillsDir": _text(4096, required=True),
     "version": _text(100),
-    **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY if k != "x402AllowedDomains"},
+    **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY if k not in ("x402AllowedDomains", "knownPayees")},
     "treasuryPolicy.x402AllowedDomains": _domains,
+    "treasuryPolicy.knownPayees": _addresses,
     "treasuryPolicy.x402MaxValiditySeconds": _integer(10, 86_400),
     "modelStrategy.inferenceModel": _text(200, required=True),
     "modelStrategy.lowComputeModel": _text(200, required=True),

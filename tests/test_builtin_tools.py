@@ -64,7 +64,7 @@ MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
 def config(home: Home) -> Config:
     home.ensure()
     cfg = config_from({"name": "ada", "genesisPrompt": "Earn your keep.", "creatorAddress": CREATOR,
-                       "treasuryPolicy": {"x402AllowedDomains": ["127.0.0.1"]}})
+                       "treasuryPolicy": {"x402AllowedDomains": ["127.0.0.1"], "knownPayees": [FRIEND]}})
     save_config(home, cfg)
     return cfg
 
@@ -424,6 +424,13 @@ def test_transfer_sends_records_and_counts(make_ctx, api, conway, db, loop) -> N
     assert db.query("SELECT category, amount_cents, recipient FROM spend_tracking") == [("transfer", 2000, FRIEND)]
     assert db.query("SELECT type, amount_cents FROM transactions") == [("transfer_out", 2000)]
     assert loop.extra["transfers_this_turn"] == 1
+
+
+def test_the_tool_itself_refuses_an_unknown_payee(make_ctx, api, conway, db) -> None:
+    stranger = "0x" + "5e" * 20
+    error = fails(make_ctx(conway=conway), "transfer_credits", {"to_address": stranger, "amount_cents": 100})
+    assert error.startswith(f"transfer refused: {stranger} is not a known payee"), error
+    assert transfer_requests(api) == [] and db.query("SELECT * FROM spend_tracking") == []
 
 
 @pytest.mark.parametrize(("balance", "amount", "services", "reason"), [

@@ -115,6 +115,8 @@ BAD_VALUES = [
     ("treasuryPolicy", {"maxSingleTransferCents": -1}, "treasuryPolicy.maxSingleTransferCents: expected a whole number from 0"),
     ("treasuryPolicy", {"x402AllowedDomains": ["conway.tech\n"]}, "treasuryPolicy.x402AllowedDomains: expected a list of domain names"),
     ("treasuryPolicy", {"x402AllowedDomains": ["https://conway.tech"]}, "treasuryPolicy.x402AllowedDomains: expected a list of domain names"),
+    ("treasuryPolicy", {"knownPayees": ["0x12"]}, "treasuryPolicy.knownPayees: expected a list of at most 1000 0x addresses"),
+    ("treasuryPolicy", {"knownPayees": "0x" + "ab" * 20}, "treasuryPolicy.knownPayees: expected a list"),
     ("modelStrategy", {"enableModelFallback": 1}, "modelStrategy.enableModelFallback: expected true or false"),
     ("soulConfig", {"soulAlignmentThreshold": 1.5}, "soulConfig.soulAlignmentThreshold: expected a number from 0 to 1"),
 ]

@@ -39,6 +39,8 @@ from automaton_min.store.kv import set_value
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 ADDRESS = "0x" + "ab" * 20
+CREATOR = "0x" + "c0" * 20
+STRANGER = "0x" + "5e" * 20
 OBJECT = {"type": "object", "properties": {}}
 
 
@@ -97,7 +99,7 @@ def balance() -> dict[str, int | None]:
 
 @pytest.fixture
 def config() -> dict:
-    return {"treasuryPolicy": dict(DEFAULT_TREASURY_POLICY)}
+    return {"creatorAddress": CREATOR, "treasuryPolicy": {**DEFAULT_TREASURY_POLICY, "knownPayees": [ADDRESS]}}
 
 
 @pytest.fixture
@@ -504,7 +506,8 @@ def test_two_transfers_a_turn_are_fine_the_third_is_not(engine) -> None:
 
 
 def test_without_a_balance_provider_the_last_known_balance_is_used(db, home, clock, workspace, runtime_files) -> None:
-    engine = PolicyEngine(default_rules(), db=db, config=None, home=home, workspace=workspace, now=clock)
+    engine = PolicyEngine(default_rules(), db=db, config={"treasuryPolicy": {"knownPayees": [ADDRESS]}}, home=home,
+                          workspace=workspace, now=clock)
     assert transfer(engine, 500).reason_code == "RESERVE_LIMIT"  # nothing known yet: fail closed
     set_value(db, BALANCE_KEY, json.dumps({"cents": 50_000, "at": to_iso(clock())}), clock())
     assert transfer(engine, 500).action == "allow"
@@ -521,6 +524,35 @@ def test_large_transfers_are_quarantined_and_a_later_deny_still_wins(engine) -> 
     got = transfer(engine, 1001)
     assert (got.action, got.reason_code) == ("deny", "RATE_LIMIT_TOOL")
     assert got.rules_triggered == ["financial.require_confirmation", "rate.dangerous_hourly"]
+
+
+@pytest.mark.parametrize("authority", ["agent", "creator"])
+def test_an_unknown_payee_is_quarantined_whatever_the_amount_and_the_authority(engine, authority) -> None:
+    got = decide(engine, "transfer_credits", {"to_address": STRANGER, "amount_cents": 1}, authority=authority)
+    assert (got.action, got.reason_code) == ("quarantine", "UNKNOWN_PAYEE")
+    assert got.message.startswith(f"{STRANGER} is not a known payee") and "financial.known_payee" in got.rules_triggered
+    assert decide(engine, "transfer_credits", {"to_address": CREATOR, "amount_cents": 1}, authority=authority).allowed
+
+
+def test_a_stranger_asking_is_refused_before_the_payee_is_looked_at(engine) -> None:
+    got = decide(engine, "transfer_credits", {"to_address": STRANGER, "amount_cents": 1}, authority="external")
+    assert (got.action, got.reason_code) == ("deny", "EXTERNAL_DANGEROUS_TOOL")
+
+
+def test_a_payee_the_creator_added_by_message_is_known_until_removed(engine, db, clock) -> None:
+    from automaton_min.treasury.payees import apply_command, parse_command
+
+    assert parse_command(f"  payee add {STRANGER.upper().replace('0X', '0x')} ") == ("add", STRANGER)
+    assert parse_command(f"please payee add {STRANGER}") is None
+    assert apply_command(db, ("add", STRANGER), message_id="m1", now_ms=clock()) == f"{STRANGER} is now a known payee"
+    assert transfer_to(engine, STRANGER).allowed
+    assert "no longer" in apply_command(db, ("remove", STRANGER), message_id="m2", now_ms=clock())
+    assert transfer_to(engine, STRANGER).reason_code == "UNKNOWN_PAYEE"
+    assert "treasuryPolicy.knownPayees" in apply_command(db, ("remove", ADDRESS), message_id="m3", now_ms=clock())
+
+
+def transfer_to(engine, to: str):
+    return decide(engine, "transfer_credits", {"to_address": to, "amount_cents": 100})
 
 
 @pytest.mark.parametrize(("url", "domains", "code"), [
@@ -749,7 +781,7 @@ def test_every_evaluation_writes_one_row_with_the_real_turn_id_and_the_args_hash
     assert stored[1] == (
         "01TURNBBBB", "transfer_credits", hashlib.sha256(canonical).hexdigest(), "dangerous", "quarantine",
         json.dumps(["validate.address_format", "validate.amount_positive", "authority.external_tool_restriction",
-                    "financial.transfer_limits", "financial.require_confirmation", "rate.dangerous_hourly"]),
+                    "financial.transfer_limits", "financial.known_payee", "financial.require_confirmation", "rate.dangerous_hourly"]),
         json.dumps(["financial.require_confirmation"]),
         "CONFIRMATION_REQUIRED: 1500 cents is above requireConfirmationAboveCents (1000); it needs the creator's confirmation",
         to_iso(clock() - 1234),

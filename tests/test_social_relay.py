@@ -23,6 +23,7 @@ from automaton_min.social.relay import OutboundLimited, OutboundLimiter, PollRes
 from automaton_min.social.task import BACKOFF_KEY, check_social_inbox
 from automaton_min.store import inbox
 from automaton_min.store.kv import get_value
+from automaton_min.treasury.payees import known_payees
 from standins.social_relay import SocialRelay, oracle_recover, oracle_sign
 
 AGENT_KEY = bytes.fromhex("11" * 32)
@@ -31,6 +32,7 @@ STRANGER_KEY = bytes.fromhex("33" * 32)
 CREATOR = Account.from_key(CREATOR_KEY).address
 STRANGER = Account.from_key(STRANGER_KEY).address
 AGENT = Account.from_key(AGENT_KEY).address
+FRIEND = "0x" + "f1" * 20  # a known payee (treasuryPolicy.knownPayees)
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 
@@ -46,7 +48,8 @@ def agent(relay, clock):
 
 
 def config(**changes):
-    return config_from({"name": "ada", "creatorAddress": CREATOR, "socialRelayUrl": "http://127.0.0.1:1", **changes})
+    return config_from({"name": "ada", "creatorAddress": CREATOR, "socialRelayUrl": "http://127.0.0.1:1",
+                        "treasuryPolicy": {"knownPayees": [FRIEND]}, **changes})
 
 
 def poll_into(db, agent, clock, creator=CREATOR):
@@ -274,14 +277,14 @@ def transfers(api) -> int:
     return len([r for r in api.server.requests if r.path.startswith("/v1/credits/transfer")])
 
 
-def hold_transfer(db, clock, amount=2000) -> str:
+def hold_transfer(db, clock, amount=2000, to=FRIEND, code="CONFIRMATION_REQUIRED") -> str:
     from automaton_min.agent.policy import PolicyEngine, default_rules
     from automaton_min.agent.tools.money import TRANSFER_CREDITS
 
     engine = PolicyEngine(default_rules(), db=db, config=config().values, home="/nonexistent", workspace="/tmp",
                           now=clock, balance_cents=lambda: 100_000)
-    text = engine.authorize(TRANSFER_CREDITS.spec, {"to_address": STRANGER, "amount_cents": amount}, "agent", "turn-1")
-    assert "CONFIRMATION_REQUIRED" in text and "approve apr_" in text
+    text = engine.authorize(TRANSFER_CREDITS.spec, {"to_address": to, "amount_cents": amount}, "agent", "turn-1")
+    assert text.startswith(f"{code}: ") and "approve apr_" in text
     (request_id,) = [w for w in text.split() if w.startswith("apr_")][:1]
     return request_id
 
@@ -332,8 +335,8 @@ def test_anything_but_a_valid_approval_releases_nothing(relay, agent, clock, db,
 
 def test_reject_and_treasury_limits_still_apply(relay, agent, clock, db, home, conway) -> None:
     rejected = hold_transfer(db, clock)
-    too_big = approvals.hold(db, config(), "transfer_credits", {"to_address": STRANGER, "amount_cents": 6000}, 6000,
-                             now_ms=clock()).split("approval request ")[1].split()[0]
+    too_big = approvals.hold(db, config(), "transfer_credits", {"to_address": FRIEND, "amount_cents": 6000}, 6000,
+                             reason="CONFIRMATION_REQUIRED: large", now_ms=clock()).split("approval request ")[1].split()[0]
     from_creator(relay, f"reject {rejected}")
     from_creator(relay, f"approve {too_big}")
     run_task(db, home, clock, agent, conway)
@@ -345,8 +348,40 @@ def test_reject_and_treasury_limits_still_apply(relay, agent, clock, db, home, c
 
 
 def test_without_a_relay_a_large_transfer_is_refused_and_not_held(db, clock) -> None:
-    text = approvals.hold(db, config(socialRelayUrl=""), "transfer_credits", {"amount_cents": 2000}, 2000, now_ms=clock())
+    text = approvals.hold(db, config(socialRelayUrl=""), "transfer_credits", {"amount_cents": 2000}, 2000,
+                          reason="CONFIRMATION_REQUIRED: large", now_ms=clock())
     assert "cannot be approved" in text and db.scalar("SELECT COUNT(*) FROM pending_approvals") == 0
+
+
+def test_a_transfer_to_an_unknown_payee_waits_whatever_its_size_and_the_creator_releases_it(
+        relay, agent, clock, db, home, conway) -> None:
+    request_id = hold_transfer(db, clock, amount=100, to=STRANGER, code="UNKNOWN_PAYEE")
+    (waiting,) = approvals.pending(db, clock())
+    assert waiting["reason"].startswith(f"UNKNOWN_PAYEE: {STRANGER} is not a known payee")
+    from_creator(relay, f"approve {request_id}")
+    result = run_task(db, home, clock, agent, conway)
+    assert transfers(conway) == 1 and f"approval {request_id} released" in result.wake
+
+
+@pytest.mark.parametrize("signer", ["creator", "stranger", "unsigned"])
+def test_only_the_creators_signed_message_makes_a_known_payee(relay, agent, clock, db, home, conway, signer) -> None:
+    command = f"payee add {STRANGER}"
+    if signer == "creator":
+        from_creator(relay, command)
+    elif signer == "stranger":
+        relay.inject(relay.signed_message(STRANGER_KEY, STRANGER, AGENT, command))
+    else:
+        relay.inject({"from": CREATOR.lower(), "to": AGENT.lower(), "content": command})
+    run_task(db, home, clock, agent, conway)
+    known = known_payees(db, config())
+    assert (known.why_known(STRANGER) == "added by the creator") is (signer == "creator")
+    noted = db.scalar("SELECT content FROM inbox_messages ORDER BY received_at DESC LIMIT 1")
+    assert ("is now a known payee" in noted) is (signer == "creator")
+    if signer == "creator":
+        hold_transfer(db, clock, amount=2000, to=STRANGER)  # known now: only the size needs a confirmation
+        from_creator(relay, f"payee remove {STRANGER}")
+        run_task(db, home, clock, agent, conway)
+        assert known_payees(db, config()).why_known(STRANGER) is None
 
 
 # --------------------------------------------------------------------------- CLI, status, old databases
@@ -369,12 +404,15 @@ def test_cli_send_and_status_list_pending_approvals(cli, set_up) -> None:
 
     with open_database(set_up.default_db_path) as db:
         approvals.hold(db, config(), "transfer_credits", {"to_address": STRANGER, "amount_cents": 2000}, 2000,
-                       now_ms=system_now())
+                       reason=f"UNKNOWN_PAYEE: {STRANGER} is not a known payee", now_ms=system_now())
     status = cli("status", "--json")
     assert status.code == 0, status.stderr
     (waiting,) = orjson.loads(status.stdout)["pendingApprovals"]
     assert waiting["amountCents"] == 2000 and waiting["to"] == STRANGER
-    assert "approvals" in cli("status").stdout
+    text = cli("status").stdout
+    assert f"2000 cents to {STRANGER} (UNKNOWN_PAYEE; expires" in text and "payees" in text and "the creator" in text
+    known = orjson.loads(status.stdout)["knownPayees"]
+    assert known["configured"] == known["addedByCreator"] == [] and known["creator"] == known["creator"].lower()
 
 
 def test_a_reference_database_opens_with_the_social_tables(tmp_path, clock) -> None:

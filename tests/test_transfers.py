@@ -8,12 +8,15 @@ from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.conway.client import ConwayClient, ConwayError
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.runtime.models import refresh_from_conway
+from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
 from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 from standins.conway_api import ConwayApi
 
 TO = "0x" + "ab" * 20
-POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 100}
+STRANGER = "0x" + "5e" * 20
+CREATOR = "0x" + "c0" * 20
+POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 100, "knownPayees": [TO]}
 
 
 @pytest.fixture
@@ -22,10 +25,13 @@ def api():
         yield stand_in
 
 
-def send(db, api, clock, amount: int, *, turn: int = 0, balance: int | None = 10_000, policy=POLICY):
+def send(db, api, clock, amount: int, *, turn: int = 0, balance: int | None = 10_000, policy=POLICY, to: str = TO,
+         approval: str | None = None):
     client = ConwayClient(api.url, api.api_key, now=clock)
-    return transfer_credits(db, client, policy, to_address=TO, amount_cents=amount, note="thanks",
-                            transfers_this_turn=turn, balance_cents=balance, spend=SpendTracker(db, clock))
+    payees = known_payees(db, {"creatorAddress": CREATOR, "treasuryPolicy": policy})
+    return transfer_credits(db, client, policy, to_address=to, amount_cents=amount, note="thanks",
+                            transfers_this_turn=turn, balance_cents=balance, payees=payees, approval=approval,
+                            spend=SpendTracker(db, clock))
 
 
 def transfer_requests(api) -> int:
@@ -83,7 +89,27 @@ def test_a_refused_transfer_is_not_counted_but_an_unclear_one_is(db, api, clock)
 def test_bad_recipients_are_refused(db, api, clock) -> None:
     client = ConwayClient(api.url, api.api_key, now=clock)
     with pytest.raises(TransferRefused, match="to_address"):
-        transfer_credits(db, client, POLICY, to_address="someone", amount_cents=5, note=None, transfers_this_turn=0, balance_cents=10_000)
+        transfer_credits(db, client, POLICY, to_address="someone", amount_cents=5, note=None, transfers_this_turn=0,
+                         balance_cents=10_000, payees=known_payees(db, {"treasuryPolicy": POLICY}))
+
+
+def test_an_unknown_payee_is_refused_before_anything_is_sent_whatever_the_amount(db, api, clock) -> None:
+    with pytest.raises(TransferRefused) as caught:
+        send(db, api, clock, 1, to=STRANGER)
+    assert caught.value.limit == UNKNOWN_PAYEE and f"{STRANGER} is not a known payee" in str(caught.value)
+    assert transfer_requests(api) == 0 and SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
+
+
+@pytest.mark.parametrize("to", [CREATOR, CREATOR.upper().replace("0X", "0x"), TO])
+def test_the_creator_and_configured_payees_are_known_in_any_case(db, api, clock, to) -> None:
+    assert send(db, api, clock, 100, to=to).amount_cents == 100
+
+
+def test_an_approved_transfer_may_go_to_an_unknown_payee_within_the_limits(db, api, clock) -> None:
+    assert send(db, api, clock, 100, to=STRANGER, approval="apr_x").amount_cents == 100
+    with pytest.raises(TransferRefused) as caught:
+        send(db, api, clock, 5001, to=STRANGER, approval="apr_y")
+    assert caught.value.limit == "maxSingleTransferCents" and transfer_requests(api) == 1
 
 
 def test_registry_refresh_from_conway_models(db, api, clock) -> None:

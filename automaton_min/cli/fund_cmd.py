@@ -3,6 +3,9 @@
 The owner's transfer takes the path a creator-approved transfer of the agent takes
 (``social.approvals``), and so the limits of the ``transfer_credits`` tool:
 
+0. the payee must be known (``treasury.payees``: the creator, ``treasuryPolicy.knownPayees``, payees the
+   creator added by signed message); an unknown one is refused with the sentence the tool and the approval
+   request give, and the ``config set`` that makes it known;
 1. the policy engine (``agent.policy``, the default rules) decides on a
    ``transfer_credits`` call with these arguments and records the decision in
    ``policy_decisions`` (turn id ``NULL``: no turn asked for it). A deny is a
@@ -64,6 +67,16 @@ def _refused(message: str, limit: str | None) -> TransferFailed:
     return TransferFailed(f"transfer refused: {message}", fix, limit)
 
 
+def _unknown_payee(payees: Any, to: str) -> TransferFailed:
+    """The payee refusal every path gives, and how the owner makes the address a known payee."""
+    import orjson
+
+    listed = orjson.dumps(payees.with_configured(to)).decode()
+    return TransferFailed(f"transfer refused: {payees.refusal(to)}",
+                          f"nothing was sent; to make it a known payee run: automaton-min config set "
+                          f"treasuryPolicy.knownPayees '{listed}'", "knownPayees")
+
+
 def parse_usd(text: str) -> int:
     """Dollars with at most two decimals (``12``, ``12.5``, ``$12.50``) -> cents."""
     match = _AMOUNT.fullmatch(text.strip())
@@ -103,6 +116,8 @@ def _check_address(to: str, own: str | None) -> str:
 def command(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as_json: bool) -> None:
     """Send USD dollars (at most 2 decimals) of this agent's Conway credits to ADDRESS.
 
+    ADDRESS must be a known payee: the creator, an address in
+    treasuryPolicy.knownPayees, or one the creator added by signed message.
     The transfer goes through the agent's guarded transfer path: the treasury
     limits of automaton.json (maxSingleTransferCents, maxHourlyTransferCents,
     maxDailyTransferCents, minimumReserveCents, transferCooldownMs,
@@ -128,6 +143,7 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
     from automaton_min.config import DEFAULT_TREASURY_POLICY, db_path
     from automaton_min.conway.client import ConwayClient, ConwayError
     from automaton_min.store.db import open_database
+    from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
     from automaton_min.treasury.spend import SpendTracker
     from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 
@@ -151,6 +167,9 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
         engine = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=home.root / "workspace",
                               balance_cents=lambda: balance)
         decision = engine.evaluate(PolicyRequest(TRANSFER_CREDITS.spec, arguments, "creator", None))
+        payees = known_payees(db, config)
+        if decision.reason_code == UNKNOWN_PAYEE:
+            raise _unknown_payee(payees, to)
         if decision.action == "deny" or (decision.action == "quarantine" and decision.reason_code != CONFIRMATION_REQUIRED):
             if unknown is not None and balance is None and "balance is unknown" in decision.message:
                 raise TransferFailed(f"transfer refused: the credit balance could not be read ({unknown}), so the reserve "
@@ -167,8 +186,11 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
         terminal_progress(as_json)(f"sending {_dollars(cents)} to {to} ...")
         try:
             result = transfer_credits(db, conway, policy, to_address=to, amount_cents=cents, note=note,
-                                      transfers_this_turn=0, balance_cents=balance, spend=SpendTracker(db, system_now))
+                                      transfers_this_turn=0, balance_cents=balance, payees=payees,
+                                      spend=SpendTracker(db, system_now))
         except TransferRefused as exc:  # a limit reached between the policy's check and this one
+            if exc.limit == UNKNOWN_PAYEE:
+                raise _unknown_payee(payees, to) from None
             raise _refused(str(exc).removeprefix("transfer refused: "), exc.limit) from None
         except ConwayError as exc:
             if exc.status in (401, 403):

@@ -28,9 +28,18 @@ def _known(value: int | None, at: str | None, render: Callable[[int], str]) -> s
 
 
 def _approvals(waiting: list[dict]) -> str | None:
-    """Pending creator approvals: ``apr_... 2000 cents to 0x... (expires ...)``, or None."""
-    return "; ".join(f"{a['id']} {a['amountCents']} cents to {a['to']} (expires {a['expiresAt']})"
+    """Pending creator approvals: ``apr_... 2000 cents to 0x... (UNKNOWN_PAYEE; expires ...)``, or None."""
+    return "; ".join(f"{a['id']} {a['amountCents']} cents to {a['to']} ("
+                     + (f"{a['reason'].split(':')[0]}; " if a.get("reason") else "") + f"expires {a['expiresAt']})"
                      for a in waiting) or None
+
+
+def _payees(known: dict) -> str:
+    """Who credits may go to without approval: ``the creator, 2 in knownPayees, 1 added by the creator``."""
+    parts = ["the creator" if known["creator"] else "no creator set"]
+    parts += [f"{len(known[key])} {label}" for key, label in (("configured", "in treasuryPolicy.knownPayees"),
+                                                              ("addedByCreator", "added by the creator")) if known[key]]
+    return ", ".join(parts)
 
 
 def _heartbeat(beat: dict) -> str | None:
@@ -86,6 +95,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("alerts", _alerts(info)),
         ("approvals", _approvals(info["pendingApprovals"])),
+        ("payees", _payees(info["knownPayees"])),
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("heartbeat", _heartbeat(info["heartbeat"])),
         ("turns", info["turns"]),

@@ -18,6 +18,7 @@ from automaton_min.store.identity import read_identity
 from automaton_min.store.kv import get_value, json_list, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
+from automaton_min.treasury.payees import known_payees
 
 # KV rows the runtime writes: {"cents", "at"} (Conway client), {"atomic", "at"} and {"message", "at"} (the runtime).
 CREDITS_KEY = "last_known_balance"
@@ -79,6 +80,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         jobs = json_list(get_value(db, JOBS_KEY)) if running else []  # only a running agent has jobs
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
         approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
+        payees = known_payees(db, config)
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
         heartbeat = heartbeat_summary(db)
         recent = turn_summaries(db)
@@ -104,6 +106,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "alerts": alerts[1] if alerts else [],
         "alertsAt": alerts[0] if alerts else None,
         "pendingApprovals": approvals,
+        "knownPayees": {"creator": payees.creator, "configured": sorted(payees.configured),
+                        "addedByCreator": sorted(payees.added)},
         "relayDropped": {k: v for k, v in relay_dropped.items() if isinstance(v, int)},
         "turns": turns,
         "lastTurnAt": last_turn,

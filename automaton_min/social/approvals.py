@@ -1,4 +1,5 @@
-"""Creator approvals: a credit transfer above ``requireConfirmationAboveCents`` waits for the creator's signed word.
+"""Creator approvals: a credit transfer to an unknown payee (``treasury.payees``) or above
+``requireConfirmationAboveCents`` waits for the creator's signed word.
 
 Lifecycle of a ``pending_approvals`` row::
 
@@ -7,14 +8,14 @@ Lifecycle of a ``pending_approvals`` row::
         +--creator's "reject <id>"--> rejected
         +--expires_at passes--> expired
 
-* ``hold`` (called when the policy quarantines a transfer) stores the request and tells the agent its id; the
-  agent reports it to the creator with ``send_message``. The same call asked again reuses the pending request.
+* ``hold`` (called when the policy quarantines a transfer) stores the request with the policy's reason and tells
+  the agent its id; the agent reports it to the creator with ``send_message``. The same call asked again reuses the pending request.
 * ``decide`` runs at intake, inside the transaction that stores the creator's message, and only for a message
   whose relay signature was verified to be the creator's. One guarded UPDATE moves ``pending`` to ``approved``:
   a second approval (a replay, a re-send) finds nothing pending and releases nothing.
 * ``release_approved`` runs after intake: each approved row is claimed (``releasing``) in its own UPDATE, then the
-  transfer goes through ``treasury.transfers.transfer_credits`` with every treasury limit, at most once: a crash
-  during the call leaves the row ``releasing``, never retried.
+  transfer goes through ``treasury.transfers.transfer_credits`` with every treasury limit (the approval stands in
+  for a known payee), at most once: a crash during the call leaves the row ``releasing``, never retried.
 
 The creator's command is the whole message text: ``approve <id>`` or ``reject <id>`` (ids look like
 ``apr_01J...``), e.g. ``automaton-min send <agent address> "approve apr_01J..."`` from the creator's own agent.
@@ -32,6 +33,7 @@ from automaton_min.clock import Clock, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
+from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -40,6 +42,7 @@ DEFAULT_EXPIRY_HOURS = 24
 EXPIRY_KEY = "approvalExpiryHours"
 KINDS = ("transfer_credits",)
 CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
+HELD_CODES = (CONFIRMATION_REQUIRED, UNKNOWN_PAYEE)  # the policy's quarantines that become approval requests
 _COMMAND = re.compile(r"(approve|reject) (apr_[0-9A-HJKMNP-TV-Z]{26})")
 
 
@@ -62,12 +65,13 @@ def _params_hash(kind: str, params: Mapping[str, Any]) -> str:
     return hashlib.sha256(kind.encode() + b"\0" + orjson.dumps(dict(params), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amount_cents: int, *, now_ms: int) -> str:
-    """Store (or find) the pending request for this call; the text the agent reads."""
+def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amount_cents: int, *, reason: str,
+         now_ms: int) -> str:
+    """Store (or find) the pending request for this call, with ``reason`` (``"CODE: why"``); the text the agent reads."""
     creator = _setting(config, "creatorAddress")
     if not creator or not (_setting(config, "socialRelayUrl") or "").strip():
-        return (f"{CONFIRMATION_REQUIRED}: {amount_cents} cents needs the creator's approval, which arrives over the "
-                "social relay; with no creatorAddress or no socialRelayUrl it cannot be approved: refused")
+        return (f"{reason}. The creator's approval arrives over the social relay; with no creatorAddress or no "
+                "socialRelayUrl it cannot be approved: refused, nothing was sent")
     digest = _params_hash(kind, params)
     with db.transaction():
         row = db.query_one("SELECT id, expires_at FROM pending_approvals WHERE status = 'pending' AND kind = ?"
@@ -76,13 +80,13 @@ def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amou
         if row is None:
             request_id, expires = "apr_" + new_ulid(now_ms), to_iso(now_ms + expiry_ms(config))
             db.execute("INSERT INTO pending_approvals (id, kind, params, params_hash, amount_cents, status, created_at,"
-                       " expires_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                       " expires_at, reason) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
                        (request_id, kind, orjson.dumps(dict(params)).decode(), digest, amount_cents, to_iso(now_ms),
-                        expires))
+                        expires, reason[:1000]))
         else:
             request_id, expires = row
-    return (f"{CONFIRMATION_REQUIRED}: {amount_cents} cents is above requireConfirmationAboveCents, so this transfer "
-            f"was NOT made. It waits as approval request {request_id} until {expires}. Tell your creator ({creator}) "
+    return (f"{reason}. This transfer of {amount_cents} cents was NOT made. It waits as approval request "
+            f"{request_id} until {expires}. Tell your creator ({creator}) "
             f"with send_message: they release it by sending you, signed from their address, exactly: "
             f"approve {request_id}  (or: reject {request_id}). Do not call the transfer again; it runs by itself "
             "once approved, within the treasury limits.")
@@ -90,12 +94,12 @@ def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amou
 
 def hold_quarantined(db: "Database", config: Any, tool: str, arguments: Mapping[str, Any], reason_code: str,
                      message: str, *, now_ms: int) -> str:
-    """The refusal text for a quarantined call: a pending approval for a large transfer, else the plain refusal."""
+    """The refusal text for a quarantined call: a pending approval for a transfer that needs one, else the refusal."""
     amount = arguments.get("amount_cents")
-    if reason_code != CONFIRMATION_REQUIRED or tool not in KINDS or not isinstance(amount, int):
+    if reason_code not in HELD_CODES or tool not in KINDS or not isinstance(amount, int):
         return f"{reason_code}: {message}"
     params = {k: arguments[k] for k in ("to_address", "amount_cents", "reason") if k in arguments}
-    return hold(db, config, tool, params, amount, now_ms=now_ms)
+    return hold(db, config, tool, params, amount, reason=f"{reason_code}: {message}", now_ms=now_ms)
 
 
 def decide(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:
@@ -126,16 +130,18 @@ def pending(db: "Database", now_ms: int) -> list[dict[str, Any]]:
     """Requests still waiting (not yet expired), oldest first; [] when the table does not exist (an old database)."""
     if not db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_approvals'"):
         return []
-    rows = db.query("SELECT id, kind, params, amount_cents, created_at, expires_at FROM pending_approvals"
-                    " WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, id", (to_iso(now_ms),))
+    has_reason = any(column[1] == "reason" for column in db.query("PRAGMA table_info(pending_approvals)"))
+    rows = db.query(f"SELECT id, kind, params, amount_cents, created_at, expires_at, {'reason' if has_reason else 'NULL'}"
+                    " FROM pending_approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, id",
+                    (to_iso(now_ms),))
     out = []
-    for ident, kind, params, amount, created, expires in rows:
+    for ident, kind, params, amount, created, expires, reason in rows:
         try:
             to = orjson.loads(params).get("to_address")
         except (orjson.JSONDecodeError, AttributeError):
             to = None
         out.append({"id": ident, "kind": kind, "amountCents": amount, "to": to, "createdAt": created,
-                    "expiresAt": expires})
+                    "expiresAt": expires, "reason": reason})
     return out
 
 
@@ -153,13 +159,14 @@ def release_approved(db: "Database", conway: Any, config: Any, now: Clock) -> li
             row = db.query_one("SELECT kind, params FROM pending_approvals WHERE id = ?", (request_id,))
         if not claimed or row is None:
             continue
-        status, text = _release(db, conway, config, now, row[0], orjson.loads(row[1]))
+        status, text = _release(db, conway, config, now, request_id, row[0], orjson.loads(row[1]))
         db.execute("UPDATE pending_approvals SET status = ?, result = ? WHERE id = ?", (status, text[:1000], request_id))
         outcomes.append(f"approval {request_id} {status}: {text}")
     return outcomes
 
 
-def _release(db: "Database", conway: Any, config: Any, now: Clock, kind: str, params: dict[str, Any]) -> tuple[str, str]:
+def _release(db: "Database", conway: Any, config: Any, now: Clock, request_id: str, kind: str,
+             params: dict[str, Any]) -> tuple[str, str]:
     from automaton_min.conway.client import ConwayError
     from automaton_min.treasury.spend import SpendTracker
     from automaton_min.treasury.transfers import TransferRefused, transfer_credits
@@ -177,7 +184,7 @@ def _release(db: "Database", conway: Any, config: Any, now: Clock, kind: str, pa
     try:
         result = transfer_credits(db, conway, policy, to_address=params.get("to_address"), amount_cents=amount,
                                   note=params.get("reason"), transfers_this_turn=0, balance_cents=balance,
-                                  spend=SpendTracker(db, now))
+                                  payees=known_payees(db, config), approval=request_id, spend=SpendTracker(db, now))
     except TransferRefused as exc:
         return "failed", str(exc)
     except ConwayError as exc:

@@ -14,7 +14,8 @@ Checks, in order; a message that fails one is dropped and counted under its reas
 
 A message without a signature is stored as unverified (``signed_by`` NULL) and never carries creator authority;
 only a verified signer equal to ``creatorAddress`` does (``authority_for``). A verified creator message whose text
-is an approval command decides that pending approval in the same transaction (``social.approvals``).
+is an approval command decides that pending approval in the same transaction (``social.approvals``); one that is a
+payee command (``payee add|remove 0x...``) changes the known payees there (``treasury.payees``).
 
 Everything, including the new cursor (KV ``social_inbox_cursor``), is written in one transaction, the cursor
 last: the cursor never moves past a message that was not stored.
@@ -40,6 +41,7 @@ from automaton_min.social.protocol import (
     signed_digest,
 )
 from automaton_min.store.kv import get_value, set_value
+from automaton_min.treasury import payees
 
 if TYPE_CHECKING:
     from automaton_min.social.relay import PollResult
@@ -191,9 +193,12 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
     creator = authority_for(verified.signer, creator_address) == "creator"
     note = None
     if creator:
-        command = approvals.parse_command(content)
+        command, payee = approvals.parse_command(content), payees.parse_command(content)
         if command is not None:
             note = approvals.decide(db, command, message_id=ident, now_ms=now_ms)
+        elif payee is not None:
+            note = payees.apply_command(db, payee, message_id=ident, now_ms=now_ms)
+        if note is not None:
             db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?", (f"\n[automaton-min: {note}]", ident))
     return Accepted(ident, sender, verified.signer, creator, note)
 

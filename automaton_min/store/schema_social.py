@@ -9,6 +9,8 @@
   by the message id derived from the turn and the call, so a turn replayed after a crash does not send it again.
 * ``inbox_messages.crash_count`` (migration 109): how many times the process died with the message in flight;
   those attempts are not counted as tries (``retry_count``).
+* ``known_payees`` (migration 110): addresses the creator made known payees by a signed ``payee add`` message
+  (``treasury.payees``), lowercase; ``pending_approvals.reason`` (migration 110): why the transfer waits.
 
 Replay keys live in the runtime's ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``) with an expiry.
 """
@@ -71,3 +73,18 @@ CREATE INDEX IF NOT EXISTS idx_sent_messages_created ON sent_messages(created_at
 def create_sent_messages(db: "Database") -> None:
     db.execute(SENT_MESSAGES)
     add_missing_columns(db, "inbox_messages", {"crash_count": "INTEGER NOT NULL DEFAULT 0"})
+
+
+KNOWN_PAYEES = """
+CREATE TABLE IF NOT EXISTS known_payees (
+    address TEXT PRIMARY KEY,
+    added_by_message TEXT NOT NULL,
+    added_at TEXT NOT NULL
+);
+"""
+
+
+@migration(110, "known_payees_and_approval_reasons")
+def create_known_payees(db: "Database") -> None:
+    db.execute(KNOWN_PAYEES)
+    add_missing_columns(db, "pending_approvals", {"reason": "TEXT"})

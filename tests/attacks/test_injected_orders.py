@@ -99,12 +99,11 @@ def test_an_injected_file_is_obeyed_by_the_model_and_held_by_the_treasury(agent_
     agent.loop.run_cycle("work")
 
     assert model.pending == 0
-    amounts = [t["amount_cents"] for t in conway.transfers.values()]
-    # Two turns obeyed: each moves at most maxTransfersPerTurn (2, counting refused attempts too) transfers of at
-    # most requireConfirmationAboveCents (1000); the rest is refused or held for the creator.
-    assert amounts == [1_000, 1_000], amounts
-    held = [row[0] for row in agent.db.query("SELECT amount_cents FROM pending_approvals")]
-    assert held == [5_000]  # one request (the same one asked twice) waits for the creator's signed approval
+    # Two turns obeyed, and nothing left: the attacker is not a known payee, so what the caps let through waits
+    # for the creator (one request per distinct call, the same one asked twice), and the caps refuse the rest.
+    assert conway.transfers == {}
+    held = [row[0] for row in agent.db.query("SELECT amount_cents FROM pending_approvals ORDER BY amount_cents")]
+    assert held == [1_000, 5_000]
     assert agent.db.scalar("SELECT COUNT(*) FROM pending_approvals WHERE status != 'pending'") == 0
     errors = [error for _, _, _, error in stored_calls(agent.db, "transfer_credits") if error]
     assert any("maxSingleTransferCents" in e for e in errors) and any("maxTransfersPerTurn" in e for e in errors)

@@ -19,10 +19,11 @@ from conftest import CREATOR, keep_offline
 from standins.conway_api import ConwayApi
 
 HOUR_MS = 3_600_000
+THIEF = "0x" + "be" * 20
+# The thief is a known payee here (say, an address the owner once trusted): only the caps stand in the way.
 POLICY = {"maxSingleTransferCents": 400, "maxHourlyTransferCents": 1000, "maxDailyTransferCents": 2500,
           "minimumReserveCents": 1000, "transferCooldownMs": 0, "maxTransfersPerTurn": 10,
-          "requireConfirmationAboveCents": 1000}
-THIEF = "0x" + "be" * 20
+          "requireConfirmationAboveCents": 1000, "knownPayees": [THIEF]}
 
 
 @pytest.fixture

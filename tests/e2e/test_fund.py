@@ -27,7 +27,7 @@ def api():
 @pytest.fixture
 def funded(set_up: Home, api) -> Home:
     """A set-up home whose Conway API is the stand-in, with its key."""
-    keep_offline(set_up, conwayApiUrl=api.url, conwayApiKey=api.api_key)
+    keep_offline(set_up, conwayApiUrl=api.url, conwayApiKey=api.api_key, treasuryPolicy={"knownPayees": [TO]})
     return set_up
 
 
@@ -106,6 +106,24 @@ def test_limits_set_with_config_set_and_shared_windows_apply(cli, funded, api):
     assert cli("config", "set", "treasuryPolicy.maxTransfersPerTurn", "0").code == EXIT_OK
     assert "maxTransfersPerTurn" in error_line(cli("fund", "1", "--to", TO, "--yes"), EXIT_FAILURE)
     assert [t["amount_cents"] for t in sent(api)] == [1000]
+
+
+def test_an_unknown_payee_is_refused_with_the_tools_sentence_and_the_config_set_that_makes_it_known(cli, funded, api):
+    import shlex
+
+    from automaton_min.treasury.payees import known_payees
+
+    stranger = "0x" + "5e" * 20
+    line = error_line(cli("fund", "1", "--to", stranger, "--yes"), EXIT_FAILURE)
+    assert known_payees(None, {}).refusal(stranger) in line  # the sentence the tool and the approval request give
+    assert sent(api) == [] and rows(funded, "SELECT COUNT(*) FROM spend_tracking") == [(0,)]
+    (decision, reason), = rows(funded, "SELECT decision, reason FROM policy_decisions WHERE tool_name = 'transfer_credits'")
+    assert decision == "quarantine" and reason.startswith(f"UNKNOWN_PAYEE: {stranger} is not a known payee")
+    hint = line.split("run: ", 1)[1]
+    assert hint.startswith("automaton-min ") and TO in hint  # the payees already known stay
+    assert cli(*shlex.split(hint)[1:]).code == EXIT_OK
+    assert cli("fund", "1", "--to", stranger, "--yes").code == EXIT_OK
+    assert [t["to_address"] for t in sent(api)] == [stranger]
 
 
 def test_never_more_than_half_the_balance(cli, funded, api):

@@ -7,7 +7,7 @@ first deny wins and stops the evaluation; a quarantine is kept unless a later
 rule denies; with no verdict the call is allowed (``ALLOWED``).
 
 **Quarantine means "not now".** The call does not run (``PolicyDecision.allowed``
-is False, as for a deny). A transfer quarantined for ``CONFIRMATION_REQUIRED``
+is False, as for a deny). A transfer quarantined for ``UNKNOWN_PAYEE`` or ``CONFIRMATION_REQUIRED``
 becomes a pending approval request (``social.approvals``) that the creator can
 release with a signed relay message; any other quarantine reads as a refusal.
 
@@ -212,7 +212,7 @@ class PolicyEngine:
         decision = self.evaluate(PolicyRequest(spec, arguments, authority, turn_id, tuple(calls_this_turn)))
         if decision.allowed:
             return None
-        if decision.action == "quarantine":  # a large transfer becomes a request for the creator's approval
+        if decision.action == "quarantine":  # a transfer to an unknown payee or a large one waits for the creator
             from automaton_min.social.approvals import hold_quarantined
 
             return hold_quarantined(self.env.db, self.env.config, spec.name, arguments, decision.reason_code,

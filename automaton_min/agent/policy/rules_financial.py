@@ -12,6 +12,10 @@ here is defence in depth, and it puts the refusal in ``policy_decisions``.
   ``TRANSFER_COOLDOWN``, ``RESERVE_LIMIT`` (also when the balance is unknown:
   the reserve cannot be checked, so the transfer waits). The balance is the one
   the runtime supplies, else the last known balance in KV.
+- ``financial.known_payee``: a payee that is not known (``treasury.payees``: the creator,
+  ``treasuryPolicy.knownPayees``, payees the creator added by signed message) is quarantined
+  (``UNKNOWN_PAYEE``), whatever the amount, the turn or its authority: the call becomes a
+  pending approval request the creator releases (``social.approvals``).
 - ``financial.require_confirmation``: an amount above
   ``requireConfirmationAboveCents`` is quarantined (``CONFIRMATION_REQUIRED``):
   the call does not run; it becomes a pending approval request that only the
@@ -45,6 +49,7 @@ from automaton_min.agent.policy.engine import (
 from automaton_min.agent.policy.rules_validation import VALIDATION_FAILED, is_whole_number
 from automaton_min.errors import RuntimeFailure
 from automaton_min.treasury.guard import x402_limits
+from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 PRIORITY = 500
@@ -104,6 +109,17 @@ def _transfer_limits(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     return deny(TRANSFER_CODES.get(denial.limit, SPEND_LIMIT_EXCEEDED), f"{denial.limit}: {denial.message}")
 
 
+def _known_payee(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    to = request.arguments.get("to_address")
+    if not isinstance(to, str):
+        return deny(VALIDATION_FAILED, "to_address must be a 0x address")
+    try:
+        payees = known_payees(env.db, env.config)
+    except apsw.Error as exc:
+        return deny(DB_UNAVAILABLE, f"the known payees could not be read ({type(exc).__name__}); refused")
+    return None if payees.why_known(to) else quarantine(UNKNOWN_PAYEE, payees.refusal(to))
+
+
 def _require_confirmation(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     amount = _amount(request)
     threshold = env.treasury()["requireConfirmationAboveCents"]
@@ -157,6 +173,8 @@ def financial_rules() -> list[Rule]:
     return [
         Rule("financial.transfer_limits", PRIORITY, tools(*TRANSFER_TOOLS), _transfer_limits,
              "credit transfers within the treasury policy (cap, per turn, cooldown, hourly, daily, reserve)"),
+        Rule("financial.known_payee", PRIORITY, tools(*TRANSFER_TOOLS), _known_payee,
+             "credits go to an unknown payee only with the creator's approval"),
         Rule("financial.require_confirmation", PRIORITY, tools(*TRANSFER_TOOLS), _require_confirmation,
              "large transfers wait for a confirmation"),
         Rule("financial.x402_domain_allowlist", PRIORITY, tools(*X402_TOOLS), _x402_domain,

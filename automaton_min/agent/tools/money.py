@@ -133,6 +133,7 @@ def _count_transfer(ctx: ToolContext) -> None:
 def run_transfer_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.conway.client import ConwayError
     from automaton_min.treasury.spend import SpendTracker
+    from automaton_min.treasury.payees import known_payees
     from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 
     conway = need(ctx, "conway")
@@ -148,7 +149,7 @@ def run_transfer_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     try:
         result = transfer_credits(ctx.db, conway, treasury_policy(ctx), to_address=to_address, amount_cents=amount,
                                   note=args.get("reason"), transfers_this_turn=so_far, balance_cents=balance,
-                                  spend=SpendTracker(ctx.db, ctx.now))
+                                  payees=known_payees(ctx.db, ctx.config), spend=SpendTracker(ctx.db, ctx.now))
     except TransferRefused as exc:
         raise ToolFailure(str(exc)) from None
     except ConwayError as exc:
@@ -166,7 +167,8 @@ def run_transfer_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 TRANSFER_CREDITS = Tool(ToolSpec(
     "transfer_credits",
-    "Send Conway credits to another address. Limited by your treasury policy and never more than half your balance.",
+    "Send Conway credits to another address. Limited by your treasury policy and never more than half your balance; "
+    "an address that is not a known payee waits for your creator's approval.",
     object_schema({
         "to_address": {"type": "string", "pattern": ADDRESS_PATTERN, "description": "Recipient 0x address"},
         "amount_cents": {"type": "integer", "minimum": 1, "maximum": 10**9, "description": "Amount in cents"},

@@ -1,0 +1,98 @@
+"""Known payees: the addresses credits may go to without the creator's approval.
+
+A payee is known when it is
+
+* the creator (``creatorAddress``);
+* named in the configuration (``treasuryPolicy.knownPayees``, changed with ``automaton-min config set``);
+* added by the creator over the relay: a message verified as the creator's whose whole text is
+  ``payee add 0x...`` (``payee remove 0x...`` takes one back), kept in the ``known_payees`` table.
+
+Any other address is unknown, however the agent came to hold it (a stranger's message, a web page, a memory): a
+transfer to it waits for the creator's approval (``social.approvals``). The agent's verified children join the
+list when children exist. x402 payments and top-ups are not transfers: their payee is the server at an allowed
+domain (``x402AllowedDomains``, checked by the payer's guard).
+
+This module owns the rule; the policy (``financial.creator_approval``), the transfer path
+(``treasury.transfers``) and ``fund`` all ask ``KnownPayees``, so they refuse with the same sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from automaton_min.clock import to_iso
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
+
+UNKNOWN_PAYEE = "UNKNOWN_PAYEE"
+CONFIG_KEY = "treasuryPolicy.knownPayees"
+MAX_ADDED = 200  # payees the creator may add by message; the configuration has its own limit
+_COMMAND = re.compile(r"payee (add|remove) (0x[0-9a-fA-F]{40})")
+
+
+@dataclass(frozen=True)
+class KnownPayees:
+    """The known payees as one reading of the configuration and the ``known_payees`` table (all lowercase)."""
+
+    creator: str | None
+    configured: frozenset[str]
+    added: frozenset[str]
+
+    def why_known(self, address: str) -> str | None:
+        """Why ``address`` may be paid without approval (``"the creator"``, ...), or ``None`` when it is unknown."""
+        key = address.lower() if isinstance(address, str) else ""
+        if self.creator and key == self.creator:
+            return "the creator"
+        if key in self.configured:
+            return CONFIG_KEY
+        if key in self.added:
+            return "added by the creator"
+        return None
+
+    def refusal(self, address: str) -> str:
+        """The one sentence every path gives for an unknown payee."""
+        return (f"{address} is not a known payee (known payees: the creator, the addresses in {CONFIG_KEY}, and "
+                "those the creator added with a signed 'payee add' message), so credits go there only with the "
+                "creator's approval")
+
+    def with_configured(self, address: str) -> list[str]:
+        """The configured list with ``address`` added, as ``config set`` would take it."""
+        return sorted(self.configured | {address.lower()})
+
+
+def known_payees(db: "Database | None", config: Any) -> KnownPayees:
+    """Read the known payees from ``config`` (a ``Config`` or a mapping) and ``db`` (``None``: configuration only)."""
+    creator = config.get("creatorAddress") if config is not None else None
+    policy = (config.get("treasuryPolicy") if config is not None else None) or {}
+    configured = policy.get("knownPayees") if isinstance(policy, Mapping) else None
+    added: frozenset[str] = frozenset()
+    if db is not None and db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'known_payees'"):
+        added = frozenset(row[0] for row in db.query("SELECT address FROM known_payees"))
+    return KnownPayees(creator.lower() if isinstance(creator, str) and creator else None,
+                       frozenset(a.lower() for a in configured or () if isinstance(a, str)), added)
+
+
+def parse_command(content: str) -> tuple[str, str] | None:
+    """``("add"|"remove", address)`` when the whole text is a payee command, else ``None``."""
+    match = _COMMAND.fullmatch(content.strip()) if isinstance(content, str) else None
+    return (match.group(1), match.group(2).lower()) if match else None
+
+
+def apply_command(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:
+    """Apply the creator's verified ``payee add|remove``; a short note on what changed (run inside intake's transaction)."""
+    verb, address = command
+    if verb == "remove":
+        db.execute("DELETE FROM known_payees WHERE address = ?", (address,))
+        if db.connection.changes():
+            return f"{address} is no longer a known payee"
+        return f"{address} was not added by message; nothing changed (a payee in {CONFIG_KEY} is removed with config set)"
+    if db.scalar("SELECT 1 FROM known_payees WHERE address = ?", (address,)):
+        return f"{address} is already a known payee"
+    if (db.scalar("SELECT COUNT(*) FROM known_payees") or 0) >= MAX_ADDED:
+        return f"{address} was not added: {MAX_ADDED} payees were already added by message; remove one first"
+    db.execute("INSERT INTO known_payees (address, added_by_message, added_at) VALUES (?, ?, ?)",
+               (address, message_id, to_iso(now_ms)))
+    return f"{address} is now a known payee"
