@@ -55,27 +55,51 @@ def test_a_drip_ends_at_the_whole_requests_deadline() -> None:
         drip.close()
 
 
-def test_a_stop_cuts_every_request_under_way() -> None:
-    drip = Drip()
-    failure: list[Exception] = []
-    done = threading.Event()
+@pytest.fixture
+def watch(monkeypatch) -> deadlines.SocketWatch:
+    """A watch of this test's own: a stop must not cut the requests of the tests after it."""
+    fresh = deadlines.SocketWatch()
+    monkeypatch.setattr(deadlines, "WATCH", fresh)
+    return fresh
 
-    def fetch() -> None:
+
+class Fetch:
+    """``request`` in a thread; ``done`` is set when it returns or fails (``error``)."""
+
+    def __init__(self, url: str, **options) -> None:
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(url, options), daemon=True).start()
+
+    def _run(self, url: str, options: dict) -> None:
         try:
-            request("GET", drip.url, timeout=60)
+            request("GET", url, timeout=60, **options)
         except NetworkError as exc:
-            failure.append(exc)
+            self.error = exc
         finally:
-            done.set()
+            self.done.set()
 
-    threading.Thread(target=fetch, daemon=True).start()
+
+def registered(watch: deadlines.SocketWatch, count: int, fetches: list[Fetch]) -> None:
+    while len(watch._heap) < count:  # the requests have their sockets registered
+        assert not any(f.done.wait(0.01) for f in fetches)
+
+
+def test_a_stop_cuts_a_request_at_once_and_lets_one_that_must_finish_run_until_the_grace_ends(watch) -> None:
+    cut, kept = Drip(), Drip()
     try:
-        while not deadlines.WATCH._heap:  # the request has its socket registered
-            assert not done.wait(0.01)
-        deadlines.WATCH.cut_all()
-        assert done.wait(10) and failure, "the request outlived the stop"
+        plain, finishing = Fetch(cut.url), Fetch(kept.url, finish_at_stop=True)
+        registered(watch, 2, [plain, finishing])
+        watch.stop()
+        assert plain.done.wait(10) and "cut off: the agent is stopping" in str(plain.error)
+        assert not finishing.done.is_set() and len(watch._heap) == 1  # still reading its answer
+        late = Fetch(cut.url + "late")  # started after the stop: cut as soon as it connects
+        assert late.done.wait(10) and "cut off: the agent is stopping" in str(late.error)
+        watch.cut_all()
+        assert finishing.done.wait(10) and "cut off" in str(finishing.error)
     finally:
-        drip.close()
+        cut.close()
+        kept.close()
 
 
 def test_a_slow_name_lookup_ends_at_the_deadline(monkeypatch) -> None:

@@ -44,7 +44,7 @@ from automaton_min.inference.wire_common import (
     require_messages,
     unique_call_ids,
 )
-from automaton_min.net.http import request as plain_request
+from automaton_min.net.http import request_to_finish
 from automaton_min.observe.log import register_secret
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -180,7 +180,7 @@ class AnthropicProvider:
         *,
         base_url: str = DEFAULT_BASE_URL,
         api_version: str = DEFAULT_API_VERSION,
-        send: Send = plain_request,
+        send: Send = request_to_finish,
     ) -> None:
         if not api_key:
             raise ValueError("AnthropicProvider needs an API key")

@@ -34,7 +34,7 @@ from automaton_min.inference.wire_common import (
     require_messages,
     unique_call_ids,
 )
-from automaton_min.net.http import request as plain_request
+from automaton_min.net.http import request_to_finish
 from automaton_min.observe.log import register_secret
 
 MAX_COMPLETION_TOKENS_MODELS = re.compile(r"^(o[1-9]|gpt-5|gpt-4\.1)", re.IGNORECASE)
@@ -172,7 +172,7 @@ class OpenAICompatibleProvider:
         *,
         provider_name: str = "openai",
         auth_style: str = "bearer",
-        send: Send = plain_request,
+        send: Send = request_to_finish,
     ) -> None:
         if auth_style not in AUTH_STYLES:
             raise ValueError(f"auth_style must be one of {', '.join(AUTH_STYLES)}, not {auth_style!r}")

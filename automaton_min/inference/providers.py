@@ -22,7 +22,7 @@ from automaton_min.inference.anthropic import AnthropicProvider
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.registry import ModelInfo
 from automaton_min.inference.types import ChatRequest, ChatResult, ModelUnusable
-from automaton_min.net.http import NetworkError, Response, request as plain_request
+from automaton_min.net.http import NetworkError, Response, request as plain_request, request_to_finish
 from automaton_min.observe.log import get_logger
 
 Send = Callable[..., Response]
@@ -39,7 +39,7 @@ def resilient_send(service: str) -> Send:
     ``timeout`` (the request's ``timeout_s``, the task's deadline) bounds all its attempts together."""
     from automaton_min.net.resilient import ResilientHttp
 
-    client = ResilientHttp(service, timeout_s=120.0)
+    client = ResilientHttp(service, timeout_s=120.0, send=request_to_finish)  # a stop lets a model answer finish
 
     def send(method: str, url: str, **kwargs: Any) -> Response:
         deadline = kwargs.get("timeout")

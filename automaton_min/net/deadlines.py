@@ -4,7 +4,12 @@ A socket timeout bounds each read, not the request: a server that sends a byte e
 alive for ever, and ``getaddrinfo`` ignores socket timeouts altogether. Here the request's connections are
 opened through ``WatchedHTTPConnection`` (and its TLS twin), which resolve the name on a reused worker thread
 within the time left and register each socket with ``SocketWatch``: one long-lived thread that shuts a socket
-down when its request's deadline passes (the blocked read returns at once), or every watched socket at a stop.
+down when its request's deadline passes (the blocked read returns at once).
+
+A stop signal (``SocketWatch.stop``) cuts every request at once, and any request started after it, except those
+that ask to finish (``finish_at_stop``: a model's answer the turn under way waits for, a paid request whose outcome
+decides whether money left); those end at their own deadline or when the stop's grace period runs out
+(``cut_all``).
 """
 
 from __future__ import annotations
@@ -31,15 +36,18 @@ class SocketWatch:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, socket.socket]] = []
+        self._heap: list[tuple[float, int, socket.socket, bool]] = []
         self._numbers = itertools.count()
         self._thread: threading.Thread | None = None
         self._request = threading.local()
+        self.stopping = threading.Event()  # set by ``stop``: requests that may be cut are cut, new ones too
+        self.abandoned = threading.Event()  # set by ``cut_all``: every request is cut
 
     @contextmanager
-    def deadline(self, at: float) -> Iterator[None]:
-        """Connections opened in this thread meanwhile are shut down at ``at`` (a ``time.monotonic()`` value)."""
-        self._request.at, self._request.sockets = at, []
+    def deadline(self, at: float, *, finish_at_stop: bool = False) -> Iterator[None]:
+        """Connections opened in this thread meanwhile are shut down at ``at`` (a ``time.monotonic()`` value), or at
+        a stop unless ``finish_at_stop``."""
+        self._request.at, self._request.sockets, self._request.finish = at, [], finish_at_stop
         try:
             yield
         finally:
@@ -53,31 +61,53 @@ class SocketWatch:
         at = getattr(self._request, "at", None)
         return None if at is None else at - time.monotonic()
 
+    def cut_now(self) -> bool:
+        """Whether this thread's request under way is to be cut at once (the agent is stopping)."""
+        return self.cut_now_for(getattr(self._request, "finish", False))
+
+    def cut_now_for(self, finish_at_stop: bool) -> bool:
+        """Whether a request that does (or does not) ask to finish at a stop is cut now."""
+        return self.abandoned.is_set() or (self.stopping.is_set() and not finish_at_stop)
+
     def opened(self, sock: socket.socket) -> None:
         at = getattr(self._request, "at", None)
         if at is None:
             return
         self._request.sockets.append(sock)
         with self._cond:
-            heapq.heappush(self._heap, (at, next(self._numbers), sock))
+            heapq.heappush(self._heap, (at, next(self._numbers), sock, self._request.finish))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="http-deadlines", daemon=True)
                 self._thread.start()
             self._cond.notify()
+        if self.cut_now():  # a stop came while this connection was being opened
+            _shut(sock)
+
+    def stop(self) -> None:
+        """A stop signal: every request that need not finish ends now, and those started later at once."""
+        self.stopping.set()
+        self._cut(lambda finish: not finish)
 
     def cut_all(self) -> None:
-        """A stop: every request under way ends now."""
+        """The stop's grace period is over: every request under way ends now, and those started later at once."""
+        self.stopping.set()
+        self.abandoned.set()
+        self._cut(lambda finish: True)
+
+    def _cut(self, which) -> None:
         with self._cond:
-            entries, self._heap = self._heap, []
-        for _, _, sock in entries:
-            _shut(sock)
+            cut = [entry for entry in self._heap if which(entry[3])]
+            self._heap = [entry for entry in self._heap if not which(entry[3])]
+            heapq.heapify(self._heap)
+        for entry in cut:
+            _shut(entry[2])
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     self._cond.wait(None if not self._heap else self._heap[0][0] - time.monotonic())
-                _, _, sock = heapq.heappop(self._heap)
+                sock = heapq.heappop(self._heap)[2]
             _shut(sock)
 
 

@@ -83,8 +83,10 @@ def request(
     json: Any = None,
     headers: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    finish_at_stop: bool = False,
 ) -> Response:
-    """One HTTP request; raises ``NetworkError`` when the whole answer has not arrived within ``timeout`` seconds.
+    """One HTTP request; raises ``NetworkError`` when the whole answer has not arrived within ``timeout`` seconds,
+    or at once when the agent is stopping, unless ``finish_at_stop`` (then within the stop's grace period).
     The body is read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
     import requests
 
@@ -97,17 +99,25 @@ def request(
         all_headers.setdefault("Content-Type", "application/json")
     ends = time.monotonic() + timeout
     try:
-        with WATCH.deadline(ends), watched_session() as session, session.request(
+        with WATCH.deadline(ends, finish_at_stop=finish_at_stop), watched_session() as session, session.request(
                 method, url, data=data, headers=all_headers, timeout=timeout, allow_redirects=False,
                 stream=True) as answer:
             body, truncated = _read_capped(answer)
     except requests.Timeout:
         raise NetworkError(f"{method} {url} timed out after {timeout:g} s") from None
     except requests.RequestException as exc:
+        if WATCH.cut_now_for(finish_at_stop):
+            raise NetworkError(f"{method} {url} was cut off: the agent is stopping") from None
         if time.monotonic() >= ends:  # the watch shut the socket down: the whole request ran out of time
             raise NetworkError(f"{method} {url} timed out after {timeout:g} s (the whole request)") from None
         raise NetworkError(f"{method} {url} failed: {type(exc).__name__}") from None
     return Response(answer.status_code, answer.headers, body, url, truncated)
+
+
+def request_to_finish(method: str, url: str, **kwargs: Any) -> Response:
+    """``request`` for a call whose answer the work under way needs (a model's reply): a stop lets it finish within
+    the grace period instead of cutting it at once."""
+    return request(method, url, finish_at_stop=True, **kwargs)
 
 
 def _read_capped(answer: Any) -> tuple[bytes, bool]:

@@ -292,6 +292,10 @@ class ResilientHttp:
                 try:
                     response = self._send(method, url, json=json, headers=all_headers, timeout=timeout_now)
                 except NetworkError as exc:
+                    from automaton_min.net.deadlines import WATCH
+
+                    if WATCH.stopping.is_set():  # cut off by the agent's stop: not the service's failure, no retry
+                        raise
                     error = exc
                 else:
                     if response.status not in RETRYABLE_STATUSES:

@@ -53,7 +53,8 @@ class Signals:
 
     ``stop``: finish the turn and exit. ``abandon``: the grace period ran out, cut the turn off (set by the
     ``shutdown-grace`` thread, started ahead of time by ``install``, ``grace_s`` after ``stop``; ``on_abandon``
-    callbacks then run, e.g. cancelling the running command). No thread is started at stop, when the process
+    callbacks then run, e.g. cancelling the running command). ``on_stop`` callbacks run when the stop is asked for
+    (cutting the HTTP calls that need not finish). No thread is started at stop, when the process
     may have none left to start. ``wake``: look at the wake events now. ``on_nudge`` callbacks run on SIGUSR1
     too (the scheduler re-reads its schedule)."""
 
@@ -61,6 +62,7 @@ class Signals:
     wake: threading.Event = field(default_factory=threading.Event)
     abandon: threading.Event = field(default_factory=threading.Event)
     grace_s: float = SHUTDOWN_GRACE_S
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
     on_abandon: list[Callable[[], None]] = field(default_factory=list)
     on_nudge: list[Callable[[], None]] = field(default_factory=list)
     _grace_watcher: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -74,6 +76,8 @@ class Signals:
         self.stop.set()
         self.wake.set()
         self.watch_grace()  # already started by install(); only a Signals never installed starts it now
+        for callback in self.on_stop:
+            callback()
 
     def watch_grace(self) -> None:
         """Start, once, the thread that cuts a stopping turn off ``grace_s`` after ``stop`` is set."""

@@ -61,7 +61,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     metrics = Metrics(now=now)
     agent = build_agent(home, config, now=now, metrics=metrics, service=True)
     signals.on_abandon.append(agent.sandbox.cancel)
-    signals.on_abandon.append(http_deadlines.cut_all)  # a fetch or payment under way ends with the grace period
+    signals.on_stop.append(http_deadlines.stop)  # a fetch or a relay poll ends now; a model answer, a paid request
+    signals.on_abandon.append(http_deadlines.cut_all)  # ... may finish until the grace period runs out
 
     with start_step("heartbeat"):
         factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)

@@ -169,7 +169,8 @@ class Payer:
                                   "payee": requirement.pay_to, "network": requirement.network.caip2})
         timeout = self.request_timeout()
         try:
-            paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=timeout)
+            paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=timeout,
+                             finish_at_stop=True)  # a stop waits for the answer that says whether money left
         except NetworkError as exc:
             self._undelivered(intent, host, str(exc))
             raise

@@ -6,13 +6,17 @@
   host, which top-ups also check;
 - a stranger's order laundered across turns: refused in the turn that read it, then carried out in the next turn,
   which had no new input;
-- a slow drip: one byte at a time keeps a call alive far past its timeout (per read, not per call).
+- a slow drip: one byte at a time keeps a call alive far past its timeout (per read, not per call), and a stop
+  signal during it waited for it.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
+
+import orjson
 
 import pytest
 
@@ -20,6 +24,9 @@ from attack_kit import finish, stored_calls, turn
 from attack_kit import model, relay  # noqa: F401 (fixtures)
 from automaton_min.agent.intake import receive
 from automaton_min.clock import system_now
+from conftest import CREATOR, RunningAgent, keep_offline
+from faults.support import SCRIPTED
+from standins.model_servers import OpenAIServer, openai_answer
 from automaton_min.store.kv import get_value
 from automaton_min.treasury.payer import COOLDOWN_KEY
 from standins.conway_api import ConwayApi
@@ -123,6 +130,7 @@ class DripServer:
         self.size, self.every_s = size, every_s
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.finished: bool | None = None
+        self.dripping = threading.Event()  # the request arrived and the body has begun
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -155,6 +163,7 @@ class DripServer:
                 request += chunk
             try:
                 conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {self.size}\r\n\r\n".encode())
+                self.dripping.set()
                 for _ in range(self.size):
                     if self._stop.wait(self.every_s):  # the attack: as slow as the client lets it be
                         return
@@ -174,6 +183,32 @@ def test_a_slow_drip_does_not_outlast_the_calls_deadline(agent_for, model, chain
     assert model.pending == 0
     [(_, _, result, error)] = stored_calls(agent.db, "x402_fetch")
     assert error and not result, (result, error, drip.finished)  # not the whole body, 9 s later
+
+
+def test_a_stop_signal_cuts_a_slow_fetch_at_once(cli, home) -> None:
+    """The real ``run``: SIGTERM while a hostile server drips an x402_fetch answer. The call may take 30 s and the
+    grace period is 120 s; the process must not wait for either."""
+    with DripServer(size=10_000, every_s=0.05) as drip, OpenAIServer(mode="llamacpp") as model:
+        model.script(lambda body: openai_answer("fetching", [("call_0", "x402_fetch", f'{{"url": "{drip.url}"}}')]),
+                     *[lambda body: openai_answer("done", [])] * 5)
+        setup = cli("setup", "--name", "ada", "--genesis-prompt", "Fetch things.", "--creator-address", CREATOR,
+                    "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
+        assert setup.code == 0, setup.stderr
+        stored = orjson.loads(home.config_path.read_bytes())
+        keep_offline(home, shutdownGraceSeconds=120, modelStrategy={**stored.get("modelStrategy", {}), **SCRIPTED},
+                     treasuryPolicy={"x402AllowedDomains": ["127.0.0.1"]})
+        run = RunningAgent({**os.environ, "AUTOMATON_HOME": str(home.root)})
+        try:
+            assert drip.dripping.wait(90), run.output
+            assert run.stop(timeout_s=15) == 0, run.output  # not the 30 s the call may take, nor the grace period
+        finally:
+            run.proc.kill()
+    assert drip.finished is not True
+    from automaton_min.store.db import open_database
+
+    with open_database(home.default_db_path, read_only=True) as db:
+        [(_, _, result, error)] = stored_calls(db, "x402_fetch")  # the turn under way was kept, with the cut call
+    assert not result and "was cut off: the agent is stopping" in error, error
 
 
 def test_a_stranger_named_by_a_wake_is_not_paid(agent_for, model, conway, relay, clock) -> None:
