@@ -2,7 +2,8 @@
 
 Whatever a server asks (wrong amount, payee, asset or network; huge, negative or fractional amounts; broken
 base64), the outcome is a parsed requirement, ``PaymentFormatError`` or ``PaymentRefused``, and nothing
-outside the allowance is ever signed."""
+outside the allowance is ever signed. Whatever URL the agent is given (the parser tricks of ``test_fuzz_urls``),
+a payment goes only to a server the allow-list read as allowed."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.chain.x402 import PaymentFormatError, PaymentRequired, decode_base64_json, parse_payment_required
 from automaton_min.home import Home
 from automaton_min.net.http import Response
+from automaton_min.net.url import UnreadableUrl
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, check_payment
 from automaton_min.treasury.payer import Payer
+from test_fuzz_urls import client_host, urls
 
 PAYEE = "0x9A1A83ab15177d7eD6Ab206DeED29f3781414370"
 OTHER = "0x" + "22" * 20
@@ -130,8 +133,12 @@ class FakeServer:
     def __init__(self) -> None:
         self.answer: tuple[dict, bytes] = ({}, b"")
         self.paid: list[dict] = []
+        self.urls: list[str] = []
+        self.finishing: list[bool] = []  # per request: whether it asked to finish at a stop
 
     def send(self, method, url, headers=None, **kwargs):
+        self.urls.append(url)
+        self.finishing.append(bool(kwargs.get("finish_at_stop")))
         header = (headers or {}).get("PAYMENT-SIGNATURE") or (headers or {}).get("X-PAYMENT")
         if header:
             self.paid.append(decode_base64_json(header, "payment"))
@@ -170,6 +177,28 @@ def test_the_payer_never_signs_outside_the_allowance(db, wallet, clock, signed, 
     assert accepted["asset"].lower() == USDC.lower() and accepted["network"] == "eip155:8453"
 
 
+FITTING = {"scheme": "exact", "network": "eip155:8453", "asset": USDC, "payTo": PAYEE, "amount": "1"}
+
+
+@SETTINGS
+@given(urls, st.sampled_from(["https://conway.tech/x", "http://127.0.0.1:9\\@conway.tech/", "https://evil.example/"]))
+def test_a_payment_goes_only_to_a_host_the_allow_list_read_as_allowed(db, wallet, clock, signed, raw, resource) -> None:
+    server = FakeServer()
+    server.answer = ({"PAYMENT-REQUIRED": _b64({"x402Version": 2, "accepts": [FITTING], "resource": resource})}, b"")
+    payer = Payer(db, wallet, balance_of=lambda _address: 10**40, now=clock, send=server.send)
+    before = len(signed)
+    try:
+        payer.fetch(raw, allowance=ALLOWANCE, limits=Limits(allowed_domains=("conway.tech",)), purpose="x402")
+    except (UnreadableUrl, PaymentRefused) as exc:
+        assert str(exc) and "\n" not in str(exc)
+        if isinstance(exc, UnreadableUrl):
+            assert server.urls == []  # refused before any request
+        assert len(signed) == before
+        return
+    assert len(signed) == before + 1
+    assert all(client_host(u) == "conway.tech" or client_host(u).endswith(".conway.tech") for u in server.urls), server.urls
+
+
 def test_the_observation_sees_a_payment_inside_the_allowance(db, wallet, clock, signed) -> None:
     """The fuzz above is not vacuous: a fitting requirement is signed once, through the patched function."""
     entry = {"scheme": "exact", "network": "eip155:8453", "asset": USDC, "payTo": PAYEE, "amount": str(MAX)}
@@ -178,6 +207,7 @@ def test_the_observation_sees_a_payment_inside_the_allowance(db, wallet, clock, 
     payer = Payer(db, wallet, balance_of=lambda _address: 10**40, now=clock, send=server.send)
     assert payer.fetch("https://api.example/ok", allowance=ALLOWANCE, limits=Limits(), purpose="x402").response.status == 200
     assert len(signed) == 1 and int(server.paid[0]["payload"]["authorization"]["value"]) == MAX
+    assert server.finishing == [False, True]  # a stop cuts the probe, and waits for the paid answer
     entry["amount"] = str(MAX + 1)
     server.answer = ({"PAYMENT-REQUIRED": _b64({"x402Version": 2, "accepts": [entry]})}, b"")
     with pytest.raises(PaymentRefused):
