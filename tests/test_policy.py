@@ -540,10 +540,11 @@ def test_a_stranger_asking_is_refused_before_the_payee_is_looked_at(engine) -> N
 
 
 def test_a_payee_the_creator_added_by_message_is_known_until_removed(engine, db, clock) -> None:
-    from automaton_min.treasury.payees import apply_command, parse_command
+    from automaton_min.treasury.commands import parse_payee
+    from automaton_min.treasury.payees import apply_command
 
-    assert parse_command(f"  payee add {STRANGER.upper().replace('0X', '0x')} ") == ("add", STRANGER)
-    assert parse_command(f"please payee add {STRANGER}") is None
+    assert parse_payee(f"  payee add {STRANGER.upper().replace('0X', '0x')} ") == ("add", STRANGER)
+    assert parse_payee(f"please payee add {STRANGER}") is None
     assert apply_command(db, ("add", STRANGER), message_id="m1", now_ms=clock()) == f"{STRANGER} is now a known payee"
     assert transfer_to(engine, STRANGER).allowed
     assert "no longer" in apply_command(db, ("remove", STRANGER), message_id="m2", now_ms=clock())
@@ -560,6 +561,10 @@ def transfer_to(engine, to: str):
     ("https://api.conway.tech/v1/x?q=1", ["conway.tech"], ALLOWED),
     ("https://CONWAY.TECH./x", ["conway.tech"], ALLOWED),
     ("https://evilconway.tech/x", ["conway.tech"], "DOMAIN_NOT_ALLOWED"),
+    ("https://8080-sbx1.life.conway.tech/x", ["conway.tech"], "DOMAIN_NOT_ALLOWED"),  # a stranger's sandbox
+    ("https://8080-sbx1.life.conway.tech/x", ["conway.tech", "8080-sbx1.life.conway.tech"], ALLOWED),
+    ("https://8080-sbx2.life.conway.tech/x", ["conway.tech", "8080-sbx1.life.conway.tech"], "DOMAIN_NOT_ALLOWED"),
+    ("https://8080-sbx2.life.conway.tech/x", ["life.conway.tech"], ALLOWED),
     ("https://conway.tech.evil.com/x", ["conway.tech"], "DOMAIN_NOT_ALLOWED"),
     ("https://conway.tech@evil.com/x", ["conway.tech"], "DOMAIN_NOT_ALLOWED"),
     ("https://example.com/x", ["conway.tech"], "DOMAIN_NOT_ALLOWED"),

@@ -24,7 +24,6 @@ The creator's command is the whole message text: ``approve <id>`` or ``reject <i
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
@@ -43,15 +42,6 @@ EXPIRY_KEY = "approvalExpiryHours"
 KINDS = ("transfer_credits",)
 CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
 HELD_CODES = (CONFIRMATION_REQUIRED, UNKNOWN_PAYEE)  # the policy's quarantines that become approval requests
-_COMMAND = re.compile(r"(approve|reject) (apr_[0-9A-HJKMNP-TV-Z]{26})")
-
-
-def parse_command(content: str) -> tuple[str, str] | None:
-    """``("approve"|"reject", request id)`` when the whole text is a command, else None."""
-    match = _COMMAND.fullmatch(content.strip()) if isinstance(content, str) else None
-    return (match.group(1), match.group(2)) if match else None
-
-
 def _setting(config: Any, key: str) -> Any:
     return config.get(key) if config is not None else None
 

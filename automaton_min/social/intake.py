@@ -42,6 +42,7 @@ from automaton_min.social.protocol import (
 )
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury import payees
+from automaton_min.treasury.commands import parse_approval, parse_payee
 
 if TYPE_CHECKING:
     from automaton_min.social.relay import PollResult
@@ -193,7 +194,7 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
     creator = authority_for(verified.signer, creator_address) == "creator"
     note = None
     if creator:
-        command, payee = approvals.parse_command(content), payees.parse_command(content)
+        command, payee = parse_approval(content), parse_payee(content)
         if command is not None:
             note = approvals.decide(db, command, message_id=ident, now_ms=now_ms)
         elif payee is not None:

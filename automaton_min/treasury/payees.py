@@ -5,7 +5,8 @@ A payee is known when it is
 * the creator (``creatorAddress``);
 * named in the configuration (``treasuryPolicy.knownPayees``, changed with ``automaton-min config set``);
 * added by the creator over the relay: a message verified as the creator's whose whole text is
-  ``payee add 0x...`` (``payee remove 0x...`` takes one back), kept in the ``known_payees`` table.
+  ``payee add 0x...`` (``payee remove 0x...`` takes one back; grammar in ``treasury.commands``), kept in the
+  ``known_payees`` table.
 
 Any other address is unknown, however the agent came to hold it (a stranger's message, a web page, a memory): a
 transfer to it waits for the creator's approval (``social.approvals``). The agent's verified children join the
@@ -18,7 +19,6 @@ This module owns the rule; the policy (``financial.creator_approval``), the tran
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 UNKNOWN_PAYEE = "UNKNOWN_PAYEE"
 CONFIG_KEY = "treasuryPolicy.knownPayees"
 MAX_ADDED = 200  # payees the creator may add by message; the configuration has its own limit
-_COMMAND = re.compile(r"payee (add|remove) (0x[0-9a-fA-F]{40})")
 
 
 @dataclass(frozen=True)
@@ -73,12 +72,6 @@ def known_payees(db: "Database | None", config: Any) -> KnownPayees:
         added = frozenset(row[0] for row in db.query("SELECT address FROM known_payees"))
     return KnownPayees(creator.lower() if isinstance(creator, str) and creator else None,
                        frozenset(a.lower() for a in configured or () if isinstance(a, str)), added)
-
-
-def parse_command(content: str) -> tuple[str, str] | None:
-    """``("add"|"remove", address)`` when the whole text is a payee command, else ``None``."""
-    match = _COMMAND.fullmatch(content.strip()) if isinstance(content, str) else None
-    return (match.group(1), match.group(2).lower()) if match else None
 
 
 def apply_command(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:

@@ -201,7 +201,13 @@ ENTER_LOW_COMPUTE = Tool(ToolSpec(
 
 
 def run_send_message(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.treasury.commands import is_creator_command
+
     relay = need(ctx, "relay")
+    if is_creator_command(args["content"]):
+        raise ToolFailure("message not sent: the text is one of a creator's money commands (approve, reject, payee "
+                          "add, payee remove), which an agent does not send on its own; the creator sends those "
+                          "with automaton-min send")
     try:
         answer = relay.send(args["to_address"], args["content"], args.get("reply_to"), db=ctx.db,
                             turn_id=ctx.turn_id, call_index=ctx.call_index)
