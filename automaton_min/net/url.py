@@ -38,8 +38,14 @@ class Url:
 
     def on(self, domains: tuple[str, ...] | list[str]) -> bool:
         """The host is one of ``domains`` or below one of them."""
-        return any(self.host == d.lower().rstrip(".") or self.host.endswith("." + d.lower().rstrip("."))
-                   for d in domains if d)
+        return any(within(self.host, domain) for domain in domains if domain)
+
+
+def within(host: str, domain: str) -> bool:
+    """``host`` is ``domain`` or below it (case and a trailing dot aside)."""
+    domain = domain.lower().rstrip(".")
+    host = host.lower().rstrip(".")
+    return host == domain or host.endswith("." + domain)
 
 
 def read_url(raw: str) -> Url:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
-from automaton_min.net.url import UnreadableUrl, read_url
+from automaton_min.net.url import UnreadableUrl, Url, read_url, within
 
 from automaton_min.chain.usdc import ATOMIC_PER_CENT, format_usdc
 from automaton_min.chain.x402 import PaymentRequirement
@@ -66,11 +66,25 @@ def cents_of(atomic: int) -> int:
     return -(-atomic // ATOMIC_PER_CENT)
 
 
+# Zones where anyone's sandbox gets a host name (Conway exposes a sandbox's port as <port>-<id>.life.conway.tech):
+# allowing a domain does not allow the strangers below these; only an entry inside the zone does.
+TENANT_ZONES = ("life.conway.tech",)
+
+
+def host_allowed(url: Url, domains: tuple[str, ...] | list[str]) -> bool:
+    """True when ``url``'s host is one of ``domains`` or below one, and not a stranger's host in a tenant zone that
+    the allow-list did not name."""
+    if not url.on(domains):
+        return False
+    zone = next((z for z in TENANT_ZONES if url.on((z,))), None)
+    return zone is None or any(within(domain, zone) and within(url.host, domain) for domain in domains if domain)
+
+
 def domain_allowed(url: str, domains: tuple[str, ...]) -> bool:
-    """True when the URL, read once (``net/url.py``), names one of ``domains`` or a subdomain of one; a URL that
-    cannot be read one way only is never allowed."""
+    """``host_allowed`` for URL text read once (``net/url.py``); a URL that cannot be read one way only is never
+    allowed."""
     try:
-        return read_url(url).on(domains)
+        return host_allowed(read_url(url), domains)
     except UnreadableUrl:
         return False
 

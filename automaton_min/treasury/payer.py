@@ -46,7 +46,9 @@ CLOCK_SKEW_S = 600  # validAfter well in the past: chains simulate at the latest
 DEFAULT_MAX_VALIDITY_S = 300
 DEFAULT_HOST_COOLDOWN_MS = 3_600_000
 MIN_PAID_WINDOW_S = 5.0  # with a deadline: time the paid request must have left, or nothing is signed
-COOLDOWN_KEY = "x402_host_cooldown:"  # + host; KV value: the ISO time until which the host is not paid
+# + host; KV value: the ISO time until which the host is not paid. Each purpose has its own, so a paid fetch the
+# model chose cannot stop the top-ups the agent lives on.
+COOLDOWN_KEYS = {"x402": "x402_host_cooldown:", "topup": "topup_host_cooldown:"}
 
 log = get_logger(__name__)
 
@@ -131,7 +133,7 @@ class Payer:
         )
         now_s = now_ms // 1000
         host = read_url(url).host
-        until = cooldown_until(self.db, host)
+        until = cooldown_until(self.db, purpose, host)
         if until is not None and until > now_ms:
             raise PaymentRefused(
                 "cooldown", f"{host} took a signed payment without delivering; not paying it again until {to_iso(until)}")
@@ -172,10 +174,10 @@ class Payer:
             paid = self.send(method, url, json=body, headers={**(headers or {}), name: value}, timeout=timeout,
                              finish_at_stop=True)  # a stop waits for the answer that says whether money left
         except NetworkError as exc:
-            self._undelivered(intent, host, str(exc))
+            self._undelivered(intent, purpose, host, str(exc))
             raise
         crash_point("payment_answered")
-        return self._record_answer(intent, paid, host)
+        return self._record_answer(intent, paid, purpose, host)
 
     def request_timeout(self, cap: float | None = None) -> float:
         """``cap`` (default: ``timeout``) cut to what is left before the deadline; ``NetworkError`` when none is."""
@@ -187,16 +189,16 @@ class Payer:
             raise NetworkError("the time allowed for this payment ran out before the request")
         return min(cap, left)
 
-    def _undelivered(self, intent: Intent, host: str, detail: str) -> None:
+    def _undelivered(self, intent: Intent, purpose: str, host: str, detail: str) -> None:
         """A signature left and no success came back: the intent stays open (spent) and the host cools down."""
         now_ms = self.now()
         with self.db.transaction(durable=True):
             set_outcome(self.db, intent.id, "unknown", now_ms, detail)
-            set_value(self.db, COOLDOWN_KEY + host, to_iso(now_ms + self.host_cooldown_ms), now_ms)
+            set_value(self.db, COOLDOWN_KEYS[purpose] + host, to_iso(now_ms + self.host_cooldown_ms), now_ms)
         log.warning("paid request not delivered; the authorization counts as spent",
                     extra={"intent": intent.id, "host": host, "detail": detail[:200]})
 
-    def _record_answer(self, intent: Intent, paid: Response, host: str) -> PaidResponse:
+    def _record_answer(self, intent: Intent, paid: Response, purpose: str, host: str) -> PaidResponse:
         try:
             settled = settlement(paid.headers)
         except PaymentFormatError:
@@ -206,16 +208,16 @@ class Payer:
             resolve(self.db, intent.id, "settled", self.now(), f"HTTP {paid.status}", tx_hash)
         elif paid.status == 402:  # refused, yet the server holds a valid authorization
             reason = (settled or {}).get("errorReason") or paid.body[:200].decode("utf-8", "replace")
-            self._undelivered(intent, host, f"HTTP 402 after payment: {reason}")
+            self._undelivered(intent, purpose, host, f"HTTP 402 after payment: {reason}")
         else:
-            self._undelivered(intent, host, f"HTTP {paid.status} after payment")
+            self._undelivered(intent, purpose, host, f"HTTP {paid.status} after payment")
         log.info("payment answered", extra={"intent": intent.id, "status": paid.status, "tx": tx_hash})
         return PaidResponse(paid, intent, settled)
 
 
-def cooldown_until(db: "Database", host: str) -> int | None:
-    """Epoch ms until which ``host`` is not paid (after it took a signature without delivering), if any."""
-    stamp = get_value(db, COOLDOWN_KEY + host)
+def cooldown_until(db: "Database", purpose: str, host: str) -> int | None:
+    """Epoch ms until which ``host`` is not paid for ``purpose`` (after it took a signature without delivering)."""
+    stamp = get_value(db, COOLDOWN_KEYS[purpose] + host)
     return from_iso(stamp) if stamp else None
 
 

@@ -48,7 +48,7 @@ from automaton_min.agent.policy.engine import (
 )
 from automaton_min.agent.policy.rules_validation import VALIDATION_FAILED, is_whole_number
 from automaton_min.errors import RuntimeFailure
-from automaton_min.treasury.guard import x402_limits
+from automaton_min.treasury.guard import host_allowed, x402_limits
 from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
@@ -140,8 +140,9 @@ def _x402_domain(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
         target = read_url(url)
     except UnreadableUrl as exc:
         return deny(DOMAIN_NOT_ALLOWED, f"{url[:200]!r}: {exc}")
-    if not target.on(domains):
-        return deny(DOMAIN_NOT_ALLOWED, f"{target.host} is not in x402AllowedDomains ({', '.join(domains)})")
+    if not host_allowed(target, domains):
+        return deny(DOMAIN_NOT_ALLOWED, f"{target.host} is not in x402AllowedDomains ({', '.join(domains)})"
+                    + (" (a sandbox host of another Conway user is allowed only by naming it)" if target.on(domains) else ""))
     return None
 
 

@@ -31,6 +31,12 @@ TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)  # conway.topup.TOPUP_TIERS_USD 
 MAX_BODY_CHARS = 8000
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 PAYMENT_HEADERS = frozenset({"x-payment", "payment-signature", "payment-required", "x-payment-response", "payment-response"})
+# Headers that say where a request goes or how it is framed: the allow-list checked the URL, and only the URL.
+ROUTING_HEADERS = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "trailer", "upgrade",
+                             "expect", "keep-alive", "proxy-authorization", "proxy-connection", "forwarded",
+                             "x-forwarded-host", "x-forwarded-for", "x-forwarded-proto", "x-original-url",
+                             "x-rewrite-url", "x-http-method-override"})
+MAX_HEADERS, MAX_HEADER_BYTES = 20, 4096  # the paid request adds its own header: a full one must not fail only then
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 
 
@@ -194,8 +200,13 @@ def _headers(raw: Any) -> dict[str, str]:
     blocked = sorted(k for k in raw if k.lower() in PAYMENT_HEADERS)
     if blocked:
         raise ToolFailure(f"headers: {', '.join(blocked)} is set by the payment flow itself, not by you")
+    routing = sorted(k for k in raw if k.lower().strip() in ROUTING_HEADERS)
+    if routing:
+        raise ToolFailure(f"headers: {', '.join(routing)} would change where or how the request goes; only the URL says that")
     if any("\n" in k + v or "\r" in k + v for k, v in raw.items()):
         raise ToolFailure("headers: names and values must be single lines")
+    if len(raw) > MAX_HEADERS or sum(len(k) + len(v) + 4 for k, v in raw.items()) > MAX_HEADER_BYTES:
+        raise ToolFailure(f"headers: at most {MAX_HEADERS} headers and {MAX_HEADER_BYTES} bytes in all")
     return raw
 
 
@@ -214,9 +225,13 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
     payer = need(ctx, "payer")
     method = args.get("method", "GET")
     try:
-        url = read_url(args["url"]).text  # the one reading the policy, the guard and the client all use
+        target = read_url(args["url"])  # the one reading the policy, the guard and the client all use
     except UnreadableUrl as exc:
         raise ToolFailure(f"url: {exc}") from None
+    url = target.text
+    if _buys_credits(ctx, target):
+        raise ToolFailure("url: that is Conway's credit purchase; credits are bought with topup_credits, which buys "
+                          "them for your own address")
     headers, body = _headers(args.get("headers")), _body(args.get("body"))
     policy = treasury_policy(ctx)
     cap_cents = int(policy["maxX402PaymentCents"])
@@ -240,6 +255,23 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
         text = text[:MAX_BODY_CHARS] + f"\n[body truncated: {len(text) - MAX_BODY_CHARS} more characters]"
     lines.append(text if text else "(empty body)")
     return "\n".join(lines)
+
+
+def _buys_credits(ctx: ToolContext, target: Any) -> bool:
+    """Whether ``target`` is the Conway API's ``/pay/...`` (credits for the address in the path, anyone's)."""
+    import posixpath
+    from urllib.parse import unquote
+
+    from automaton_min.conway.client import DEFAULT_API_URL
+
+    try:
+        api = read_url(setting(ctx, "conwayApiUrl", DEFAULT_API_URL))
+    except UnreadableUrl:
+        return False
+    if target.host != api.host:
+        return False
+    path = posixpath.normpath("/" + unquote(target.path.split("?", 1)[0]).lower().lstrip("/"))
+    return path == "/pay" or path.startswith("/pay/")
 
 
 def _current(ctx: ToolContext, intent: Any) -> Any:
