@@ -118,3 +118,32 @@ def test_a_slow_name_lookup_ends_at_the_deadline(monkeypatch) -> None:
         assert not answered.is_set(), "the request waited for the lookup instead of its deadline"
     finally:
         release.set()
+
+
+def test_a_stop_ends_the_wait_between_attempts_and_no_retry_follows(watch) -> None:
+    from automaton_min.net.resilient import CircuitBreaker, ResilientHttp
+
+    attempts: list[float] = []
+    failed_once, done = threading.Event(), threading.Event()
+    outcome: list[Exception] = []
+
+    def send(method, url, **kwargs):
+        attempts.append(1)
+        failed_once.set()
+        raise NetworkError("connection refused")
+
+    client = ResilientHttp("svc", send=send, base_delay_s=60, max_delay_s=60, breaker=CircuitBreaker())
+
+    def call() -> None:
+        try:
+            client.request("GET", "http://127.0.0.1:9/")
+        except NetworkError as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=call, daemon=True).start()
+    assert failed_once.wait(10)
+    watch.stop()
+    assert done.wait(10), "the stop did not end the 60 s wait for a retry"
+    assert len(attempts) == 1 and outcome

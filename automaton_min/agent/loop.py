@@ -136,7 +136,8 @@ class AgentLoop:
 
         After ``stop`` the turn under way may finish; once ``abandon`` is set too, a wait for the model ends at
         once and the turn is rolled back (its messages go back to the inbox). Without ``abandon``, ``stop``
-        does both."""
+        does both. A turn that fails after ``stop`` (a stop cuts HTTP calls and their retries) is rolled back
+        the same way, not counted as a failure."""
         stop = stop or threading.Event()
         self._stop = stop
         self._abandon = abandon or stop
@@ -177,7 +178,8 @@ class AgentLoop:
                 self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
             except Exception as exc:  # the loop's outer boundary: a failed turn is logged, counted, and undone
-                if isinstance(exc, TurnAbandoned) or self._abandon.is_set():  # cut off by a stop, not a failure
+                cut = isinstance(exc, (InferenceError, RuntimeFailure)) and stop.is_set()  # its calls end at a stop
+                if isinstance(exc, TurnAbandoned) or self._abandon.is_set() or cut:  # cut off by a stop, not a failure
                     self.hooks.return_inbox(claimed)
                     log.info("turn abandoned: the runtime is stopping", extra={"returned_messages": len(claimed)})
                     break

@@ -218,7 +218,7 @@ class ResilientHttp:
         timeout_s: float = 30.0,
         deadline_s: float | None = None,
         send: Send = plain_request,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         now: Callable[[], float] = time.monotonic,
         random: Callable[[], float] = _random.random,
         wall_now: Callable[[], float] = time.time,
@@ -238,7 +238,7 @@ class ResilientHttp:
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
         self._send = send
-        self._sleep = sleep
+        self._sleep = sleep or _sleep_unless_stopping
         self._now = now
         self._random = random
         self._wall_now = wall_now
@@ -292,9 +292,7 @@ class ResilientHttp:
                 try:
                     response = self._send(method, url, json=json, headers=all_headers, timeout=timeout_now)
                 except NetworkError as exc:
-                    from automaton_min.net.deadlines import WATCH
-
-                    if WATCH.stopping.is_set():  # cut off by the agent's stop: not the service's failure, no retry
+                    if _stopping():  # cut off by the agent's stop: not the service's failure, no retry
                         raise
                     error = exc
                 else:
@@ -320,6 +318,10 @@ class ResilientHttp:
                            "error": type(error).__name__ if error is not None else None, "delay_s": round(delay, 3)},
                 )
                 self._sleep(delay)
+                if _stopping():  # a stop came while waiting: no further attempt
+                    if error is not None:
+                        raise error
+                    return response  # type: ignore[return-value]
         finally:
             if not settled:
                 self.breaker.release(trial)
@@ -332,3 +334,17 @@ class ResilientHttp:
                 "%s circuit breaker opened after %d consecutive failures", self.service, self.breaker.failures,
                 extra={"service": self.service, "open_for_s": self.breaker.open_for_s},
             )
+
+
+def _stopping() -> bool:
+    """Whether the agent is stopping (``net.deadlines``): calls are not retried then."""
+    from automaton_min.net.deadlines import WATCH
+
+    return WATCH.stopping.is_set()
+
+
+def _sleep_unless_stopping(seconds: float) -> None:
+    """Wait between attempts; a stop ends the wait at once."""
+    from automaton_min.net.deadlines import WATCH
+
+    WATCH.stopping.wait(seconds)
