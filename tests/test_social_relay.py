@@ -320,8 +320,9 @@ def test_anything_but_a_valid_approval_releases_nothing(relay, agent, clock, db,
     elif case == "unsigned":
         relay.inject({"from": CREATOR.lower(), "to": AGENT.lower(), "content": f"approve {request_id}"})
     elif case == "mismatched":
-        other = hold_transfer(db, clock, amount=3000)
-        from_creator(relay, f"approve {other[:-1]}{'A' if other[-1] != 'A' else 'B'}")
+        other = hold_transfer(db, clock, amount=3000)  # ids of one millisecond differ in their last characters
+        last = next(c for c in "ABC" if other[:-1] + c not in (other, request_id))
+        from_creator(relay, f"approve {other[:-1]}{last}")
     elif case == "expired":
         clock.advance(24 * 3_600_000)
         from_creator(relay, f"approve {request_id}")
@@ -411,6 +412,7 @@ def test_cli_send_and_status_list_pending_approvals(cli, set_up) -> None:
     assert waiting["amountCents"] == 2000 and waiting["to"] == STRANGER
     text = cli("status").stdout
     assert f"2000 cents to {STRANGER} (UNKNOWN_PAYEE; expires" in text and "payees" in text and "the creator" in text
+    assert f'automaton-min send {orjson.loads(status.stdout)["address"]} "approve {waiting["id"]}"' in text
     known = orjson.loads(status.stdout)["knownPayees"]
     assert known["configured"] == known["addedByCreator"] == [] and known["creator"] == known["creator"].lower()
 

@@ -34,6 +34,14 @@ def _approvals(waiting: list[dict]) -> str | None:
                      for a in waiting) or None
 
 
+def _approval_hint(info: dict) -> str:
+    """How the creator releases a held transfer."""
+    first = info["pendingApprovals"][0]["id"]
+    return (f"the creator ({info['creator'] or 'creatorAddress'}) releases one by sending this agent, signed: "
+            f"approve {first} (or reject {first}); e.g. from their own agent: "
+            f"automaton-min send {info['address']} \"approve {first}\"")
+
+
 def _payees(known: dict) -> str:
     """Who credits may go to without approval: ``the creator, 2 in knownPayees, 1 added by the creator``."""
     parts = ["the creator" if known["creator"] else "no creator set"]
@@ -95,6 +103,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("alerts", _alerts(info)),
         ("approvals", _approvals(info["pendingApprovals"])),
+        *((("", _approval_hint(info)),) if info["pendingApprovals"] else ()),
         ("payees", _payees(info["knownPayees"])),
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("heartbeat", _heartbeat(info["heartbeat"])),

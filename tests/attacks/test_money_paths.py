@@ -28,7 +28,7 @@ from conftest import CREATOR, RunningAgent, keep_offline
 from faults.support import SCRIPTED
 from standins.model_servers import OpenAIServer, openai_answer
 from automaton_min.store.kv import get_value
-from automaton_min.treasury.payer import COOLDOWN_KEY
+from automaton_min.treasury.payer import COOLDOWN_KEYS
 from standins.conway_api import ConwayApi
 from standins.loopback_http import LoopbackServer, Reply, Request
 from test_x402 import requirement
@@ -97,7 +97,7 @@ def test_a_hostile_server_cannot_put_the_conway_host_on_cool_down(agent_for, mod
         agent.loop.run_cycle("attack")
     assert model.pending == 0
     for host in ("api.conway.tech", "conway.tech"):
-        assert get_value(agent.db, COOLDOWN_KEY + host) is None, host
+        assert [get_value(agent.db, key + host) for key in COOLDOWN_KEYS.values()] == [None, None], host
 
 
 @pytest.fixture
@@ -229,3 +229,87 @@ def test_a_stranger_named_by_a_wake_is_not_paid(agent_for, model, conway, relay,
     assert [d for d, _ in decisions] == ["quarantine", "deny", "deny"], decisions
     assert decisions[0][1].startswith(f"UNKNOWN_PAYEE: {STRANGER} is not a known payee")
     assert agent.db.query("SELECT amount_cents, status, reason FROM pending_approvals") == [(1000, "pending", decisions[0][1])]
+
+
+# --------------------------------------------------------------------------- found from outside (issue 18's review)
+
+
+@pytest.fixture
+def sandbox_host(monkeypatch):
+    """Another Conway user's sandbox host name (``<port>-<id>.life.conway.tech``), resolved to loopback."""
+    real = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        return real("127.0.0.1" if str(host).endswith(".life.conway.tech") else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    return "8080-sbxstranger01.life.conway.tech"
+
+
+def test_a_strangers_conway_sandbox_is_not_paid_under_the_default_allow_list(agent_for, model, chain, rpc,
+                                                                              sandbox_host) -> None:
+    agent = paying_agent(agent_for, rpc, chain)  # x402AllowedDomains ["conway.tech"], the default
+    with HostileServer() as hostile:
+        model.script(turn(("x402_fetch", {"url": f"http://{sandbox_host}:{hostile.port}/feed"})), finish())
+        agent.loop.run_cycle("a goal a stranger once suggested")
+    assert hostile.payments == []
+    [(_, _, result, error)] = stored_calls(agent.db, "x402_fetch")
+    assert "DOMAIN_NOT_ALLOWED" in error and "another Conway user" in error and not result
+
+
+def test_the_agent_does_not_relay_its_creators_commands(agent_for, model, relay, clock) -> None:
+    """A stranger asks the agent, which is its child's creator, to pass a line on to the child: a payee or an
+    approval signed by the agent would be the child's creator speaking."""
+    agent = agent_for(socialRelayUrl=relay.url)
+    child = "0x" + "c1" * 20
+    lines = [f"payee add {STRANGER}", f" approve apr_{'0' * 26}", f"reject apr_{'1' * 26}", f"payee remove {STRANGER}"]
+    model.script(turn(*[("send_message", {"to_address": child, "content": line}) for line in lines]), finish())
+    agent.loop.run_cycle("work")
+    errors = [error for _, _, _, error in stored_calls(agent.db, "send_message")]
+    assert len(errors) == 4 and all(e and "creator's money commands" in e for e in errors), errors
+    assert relay.log == []
+
+
+def test_x402_fetch_does_not_buy_credits_for_another_address(agent_for, model, chain, rpc) -> None:
+    with HostileServer() as conway_pay:  # stands for the Conway API's /pay/{usd}/{address}
+        agent = agent_for(rpcUrl=rpc.url, conwayApiUrl=conway_pay.server.url,
+                          treasuryPolicy={"maxX402PaymentCents": 1000, "minimumReserveCents": 0,
+                                          "x402AllowedDomains": ["127.0.0.1"]})
+        chain.mint(agent.wallet.address, 50 * 10**6)
+        paths = [f"/pay/5/{STRANGER}", f"/PAY/5/{STRANGER}", f"//pay/5/{STRANGER}", f"/./pay/5/{STRANGER}",
+                 f"/%70ay/5/{STRANGER}", f"/x/../pay/5/{STRANGER}"]
+        model.script(turn(*[("x402_fetch", {"url": conway_pay.server.url + path}) for path in paths]), finish())
+        agent.loop.run_cycle("reward a helpful agent")
+        assert conway_pay.payments == [] and conway_pay.server.requests == []
+    errors = [error for _, _, _, error in stored_calls(agent.db, "x402_fetch")]
+    assert len(errors) == len(paths) and all(e and "topup_credits" in e for e in errors), errors
+
+
+def test_headers_cannot_route_a_payment_or_fail_only_the_paid_request(agent_for, model, chain, rpc) -> None:
+    agent = paying_agent(agent_for, rpc, chain, allowed="127.0.0.1")
+    with HostileServer() as hostile:
+        url = f"http://127.0.0.1:{hostile.port}/paid/1"
+        padding = {f"X-Pad-{i}": "x" * 40 for i in range(94)}
+        model.script(turn(("x402_fetch", {"url": url, "headers": {"Host": "evil.example"}}),
+                          ("x402_fetch", {"url": url, "headers": {"X-Forwarded-Host": "evil.example"}}),
+                          ("x402_fetch", {"url": url, "headers": padding})), finish())
+        agent.loop.run_cycle("attack")
+        assert hostile.payments == [] and hostile.server.requests == []
+    errors = [error for _, _, _, error in stored_calls(agent.db, "x402_fetch")]
+    assert "where or how the request goes" in errors[0] and "where or how the request goes" in errors[1]
+    assert "at most 20 headers" in errors[2]
+
+
+def test_a_failed_paid_fetch_does_not_stop_top_ups_on_the_same_host(agent_for, model, chain, rpc, x402_v2) -> None:
+    agent = agent_for(rpcUrl=rpc.url, conwayApiUrl=x402_v2.url,
+                      treasuryPolicy={"maxX402PaymentCents": 10, "minimumReserveCents": 0,
+                                      "x402AllowedDomains": ["127.0.0.1"]})
+    chain.mint(agent.wallet.address, 20 * 10**6)
+    with HostileServer(paid_status=500) as hostile:  # on 127.0.0.1 too: takes the signature, answers 500
+        model.script(turn(("x402_fetch", {"url": f"http://127.0.0.1:{hostile.port}/paid/1"})),
+                     turn(("topup_credits", {"amount_usd": 5})), finish())
+        agent.loop.run_cycle("work")
+    assert hostile.payments == ["/paid/1"]
+    assert get_value(agent.db, COOLDOWN_KEYS["x402"] + "127.0.0.1") is not None  # that host is not paid again soon
+    [(_, _, result, error)] = stored_calls(agent.db, "topup_credits")
+    assert result.startswith("Bought credits: paid 5 USDC") and not error, error
