@@ -163,17 +163,21 @@ class AgentLoop:
                 result.reason = get_value(self.db, SLEEP_REASON_KEY) or "sleep timer"
                 break
             claimed: list[str] = []
-            if pending is None:
+            wake_note: str | None = None
+            if pending is None or pending[1] == "wakeup":  # the messages that woke the agent come with the wake-up
                 self.last_inbox_check_ms = self.now()
                 messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
                 claimed = [m[0] for m in messages]
                 if messages:
                     authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
                     carried = least_trusted(carried, authority)
+                    if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
+                        wake_note = pending[0].content
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox",
                                least_trusted(authority, carried))
             try:
-                summary = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"))
+                summary = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"),
+                                     wake_note)
             except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
                 self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
@@ -224,8 +228,9 @@ class AgentLoop:
     # ---------------------------------------------------------------- one turn
 
     def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool,
-              answering: str = "agent") -> TurnSummary | Verdict:
-        """One turn; with no new input it answers with ``answering``, the authority of what the cycle carries."""
+              answering: str = "agent", wake_note: str | None = None) -> TurnSummary | Verdict:
+        """One turn; with no new input it answers with ``answering``, the authority of what the cycle carries.
+        ``wake_note``: the wake-up message, when the turn's input is the messages that woke the agent."""
         self.progress()
         now_ms = self.now()
         turn_id = self._uncommitted = self.open_turns.start(claimed, now_ms)
@@ -237,7 +242,8 @@ class AgentLoop:
         message, source, authority = pending if pending else (None, None, answering)
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
-        routed = route if isinstance(route, BudgetDenied) else self._infer(route, status, message, first_run, tier, turn_id)
+        routed = (route if isinstance(route, BudgetDenied)
+                  else self._infer(route, status, message, first_run, tier, turn_id, wake_note))
         if isinstance(routed, BudgetDenied):
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
@@ -288,7 +294,7 @@ class AgentLoop:
         )
 
     def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
-               turn_id: str) -> RoutedResult | BudgetDenied:
+               turn_id: str, wake_note: str | None = None) -> RoutedResult | BudgetDenied:
         """Assemble the context within the route's budget and call the model. When the server says the prompt is
         too long, the router shrinks that model's budget (for good) and this turn retries once with less."""
         compact = is_compact(self.config, route.model.context_window)
@@ -297,6 +303,7 @@ class AgentLoop:
                                constitution=parts.get("constitution"), clean=self.hooks.clean_instruction, compact=compact)
         creator_message = parts.get("creator_message")
         notes = [creator_note(creator_message, self.hooks.clean_instruction)] if first_run and creator_message else []
+        notes += [wake_note] if wake_note else []
         tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
 
         def build(route: Route) -> AssembledContext:

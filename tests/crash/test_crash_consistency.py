@@ -74,7 +74,7 @@ def test_crashes_with_a_message_in_flight_are_not_counted_as_its_tries(cli, home
         harness.add_messages(1)
         in_flight = []
         for _ in range(3):
-            harness.crash_at("before_turn_commit:2")  # the wake-up turn first, then the one reading the message
+            harness.crash_at("before_turn_commit:1")  # the wake-up turn, which reads the message
             in_flight += harness.rows("SELECT status, retry_count FROM inbox_messages")
         harness.clean_run(turns=2)
 
