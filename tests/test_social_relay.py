@@ -417,6 +417,15 @@ def test_cli_send_and_status_list_pending_approvals(cli, set_up) -> None:
     assert known["configured"] == known["addedByCreator"] == [] and known["creator"] == known["creator"].lower()
 
 
+def test_send_to_a_relay_that_does_not_answer_names_the_setting(cli, set_up) -> None:
+    data = orjson.loads(set_up.config_path.read_bytes())
+    set_up.config_path.write_bytes(orjson.dumps({**data, "socialRelayUrl": "http://127.0.0.1:9"}))
+    result = cli("send", CREATOR, "hello")
+    assert result.code == 1 and "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert "nothing was sent" in line and "config set socialRelayUrl" in line and "http://127.0.0.1:9" in line
+
+
 def test_a_reference_database_opens_with_the_social_tables(tmp_path, clock) -> None:
     from automaton_min.store.db import open_database
     from tests.fixtures.reference_v11 import build_reference_v11

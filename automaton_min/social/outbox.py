@@ -8,6 +8,7 @@ from automaton_min.chain.wallet import load_wallet
 from automaton_min.clock import Clock, system_now
 from automaton_min.config import db_path
 from automaton_min.errors import UserError
+from automaton_min.net.http import NetworkError
 from automaton_min.social.relay import RelayClient
 
 if TYPE_CHECKING:
@@ -27,12 +28,16 @@ def send_from_home(home: "Home", config: "Config", to: str, content: str, reply_
     if relay is None:
         raise UserError("no relay: socialRelayUrl is \"\"; set it (automaton.json or SOCIAL_RELAY_URL) to send messages")
     path = db_path(home, config)
-    if path.exists() and path.stat().st_size > 0:
-        from automaton_min.store.db import open_database
+    try:
+        if path.exists() and path.stat().st_size > 0:
+            from automaton_min.store.db import open_database
 
-        with open_database(path, now=now, quick_check=False) as db:
-            answer = relay.send(to, content, reply_to, db=db)
-    else:
-        answer = relay.send(to, content, reply_to)
+            with open_database(path, now=now, quick_check=False) as db:
+                answer = relay.send(to, content, reply_to, db=db)
+        else:
+            answer = relay.send(to, content, reply_to)
+    except NetworkError as exc:
+        raise NetworkError(f"{exc}; nothing was sent. The relay is socialRelayUrl ({relay.url}): check that it "
+                           "answers, or change it: automaton-min config set socialRelayUrl URL") from None
     return {"id": answer["id"], "from": relay.address, "to": to.lower(), "relay": relay.url,
             **({"replyTo": reply_to} if reply_to else {})}
