@@ -71,7 +71,8 @@ def json_errors(as_json: bool) -> Iterator[None]:
         raise click.exceptions.Exit(exc.exit_code) from None
 
 
-_SUGGESTED_COMMAND = re.compile(r"\bautomaton-min (?=[a-z])")
+# A suggested command, not a path that ends in the program's name (/usr/local/bin/automaton-min is ...).
+_SUGGESTED_COMMAND = re.compile(r"(?<![\w/.~-])automaton-min (?=[a-z])")
 
 
 def with_home(text: str, ctx: click.Context) -> str:
@@ -83,7 +84,11 @@ def with_home(text: str, ctx: click.Context) -> str:
     root = ctx.find_root()
     if root.get_parameter_source("home") is not ParameterSource.COMMANDLINE or not root.obj:
         return text
-    home = root.obj["home"].root
+    return repeat_home(text, root.obj["home"].root)
+
+
+def repeat_home(text: str, home: Path) -> str:
+    """Each ``automaton-min <command>`` suggested in ``text`` with ``--home home`` (unless it is the default)."""
     if home == (Path.home() / ".automaton").absolute():
         return text
     return _SUGGESTED_COMMAND.sub(f"automaton-min --home {shlex.quote(str(home))} ", text)

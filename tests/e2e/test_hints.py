@@ -47,6 +47,17 @@ def test_a_hint_names_the_home_given_with_the_flag(cli, tmp_path, args):
     assert f"automaton-min --home {shlex.quote(str(other))} setup" in line
 
 
+def test_only_suggested_commands_get_the_home_not_paths_that_end_in_the_programs_name(tmp_path):
+    from automaton_min.cli.common import repeat_home
+
+    text = ("/usr/local/bin/automaton-min is not an executable file; ./automaton-min run is not either; "
+            "run: automaton-min service install, then automaton-min status")
+    home = tmp_path / "h"
+    assert repeat_home(text, home) == (
+        "/usr/local/bin/automaton-min is not an executable file; ./automaton-min run is not either; "
+        f"run: automaton-min --home {home} service install, then automaton-min --home {home} status")
+
+
 def test_a_hint_for_the_home_from_the_environment_stays_short(cli, home):
     line = one_line(cli("status"), EXIT_USAGE)
     assert "run: automaton-min setup" in line and "--home" not in line
