@@ -32,6 +32,9 @@ def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
         turns = latest_turns(db, tail)
         for turn in turns:
             show(turn)
+        if not turns and not as_json:
+            click.echo("No turns yet: the agent has not taken one in this home (start it with: automaton-min run).",
+                       err=True)
         if not follow:
             return
         cursor = cursor_of(turns, None) or _newest(db)
@@ -56,10 +59,16 @@ def _print_json(turn: dict[str, Any]) -> None:
 
 
 def _print_text(turn: dict[str, Any]) -> None:
-    thought = short(turn["thinking"], 100) if turn["thinking"] else "(no text)"
+    if turn["thinking"]:
+        thought = short(turn["thinking"], 100)
+    else:
+        thought = "(no text)" if turn["toolCalls"] else "(the model answered nothing: no text, no tool call)"
     source = f" <- {turn['inputSource']}" if turn["inputSource"] else ""
     click.echo(f"{turn['timestamp']}  {turn['state']}{source}  {thought}")
     for call in turn["toolCalls"]:
         arguments = short(orjson.dumps(call["arguments"]).decode(), 80)
-        outcome = "ok" if call["error"] is None else "error: " + short(call["error"], 100)
+        if call["error"] is not None:
+            outcome = "error: " + short(call["error"], 100)
+        else:
+            outcome = "ok" + (f": {short(call['result'], 100)}" if call.get("result") else "")
         click.echo(f"    {call['name']} {arguments}  {outcome}  {call['durationMs']} ms")

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 Cursor = tuple[str, str]
 
 _TURN_COLUMNS = "id, timestamp, state, input_source, thinking, cost_cents"
+RESULT_HEAD = 400  # characters of a tool result read back: its first line is what is shown
+
+
+def first_line(text: str | None) -> str:
+    """The first non-empty line of a tool result, or ``""``."""
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
 
 
 def latest_turns(db: "Database", count: int) -> list[dict[str, Any]]:
@@ -44,11 +50,11 @@ def _with_calls(db: "Database", rows: list[tuple]) -> list[dict[str, Any]]:
         return turns
     by_id = {turn["id"]: turn for turn in turns}
     marks = ",".join("?" * len(by_id))
-    for turn_id, name, arguments, error, duration in db.query(
-            f"SELECT turn_id, name, arguments, error, duration_ms FROM tool_calls WHERE turn_id IN ({marks})"
-            " ORDER BY rowid", tuple(by_id)):
+    for turn_id, name, arguments, result, error, duration in db.query(
+            f"SELECT turn_id, name, arguments, substr(result, 1, {RESULT_HEAD}), error, duration_ms FROM tool_calls"
+            f" WHERE turn_id IN ({marks}) ORDER BY rowid", tuple(by_id)):
         by_id[turn_id]["toolCalls"].append({"name": name, "arguments": _json_object(arguments), "error": error,
-                                            "durationMs": int(duration or 0)})
+                                            "result": first_line(result), "durationMs": int(duration or 0)})
     return turns
 
 

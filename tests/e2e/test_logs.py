@@ -30,8 +30,9 @@ def add_turn(home: Home, index: int, *, calls: tuple[tuple[str, dict, str | None
             connection.execute("INSERT INTO turns (id, timestamp, state, input_source, thinking) VALUES (?, ?, 'running', 'wakeup', ?)",
                                (turn_id, stamp, f"thought number {index}"))
             for position, (name, arguments, error) in enumerate(calls):
-                connection.execute("INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error) VALUES (?, ?, ?, ?, '', ?, ?)",
-                                   (f"{turn_id}_{position}", turn_id, name, json.dumps(arguments), 7 + position, error))
+                result = "" if error else f"\n  exit_code: 0\nstdout: {name} said hi\n"
+                connection.execute("INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   (f"{turn_id}_{position}", turn_id, name, json.dumps(arguments), result, 7 + position, error))
     finally:
         connection.close()
     return turn_id
@@ -44,9 +45,18 @@ def test_logs_shows_turns_and_tool_calls(cli, set_up):
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "thought number 1" in lines[0] and "2026-11-22T10:00:01.000Z" in lines[0]
-    assert "exec" in lines[1] and "echo hi" in lines[1] and "ok" in lines[1] and "7 ms" in lines[1]
+    assert "exec" in lines[1] and "echo hi" in lines[1] and "ok: exit_code: 0  7 ms" in lines[1]  # the result's first line
     assert "read_file" in lines[2] and "error: no such file" in lines[2]
     assert "thought number 2" in lines[3] and len(lines) == 4
+
+
+def test_logs_says_when_the_model_answered_nothing(cli, set_up):
+    turn_id = add_turn(set_up, 1)
+    connection = apsw.Connection(str(set_up.default_db_path))
+    with connection:
+        connection.execute("UPDATE turns SET thinking = '' WHERE id = ?", (turn_id,))
+    connection.close()
+    assert "(the model answered nothing: no text, no tool call)" in cli("logs").stdout
 
 
 def test_logs_json_and_tail(cli, set_up):
@@ -55,12 +65,15 @@ def test_logs_json_and_tail(cli, set_up):
     assert result.code == 0, result.stderr
     turns = [json.loads(line) for line in result.stdout.splitlines()]
     assert [t["id"] for t in turns] == ids[-2:]
-    assert turns[0]["toolCalls"] == [{"name": "exec", "arguments": {"command": "echo 3"}, "error": None, "durationMs": 7}]
+    assert turns[0]["toolCalls"] == [{"name": "exec", "arguments": {"command": "echo 3"}, "error": None,
+                                      "result": "exit_code: 0", "durationMs": 7}]
 
 
-def test_logs_of_a_new_agent_prints_nothing(cli, set_up):
+def test_logs_of_a_new_agent_says_there_is_nothing_yet(cli, set_up):
     result = cli("logs")
-    assert (result.code, result.stdout, result.stderr) == (0, "", "")
+    assert (result.code, result.stdout) == (0, "") and "No turns yet" in result.stderr and "automaton-min run" in result.stderr
+    quiet = cli("logs", "--json")
+    assert (quiet.code, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
 class Follower:

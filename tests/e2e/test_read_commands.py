@@ -88,7 +88,8 @@ def test_a_closed_pipe_ends_quietly(set_up, args):
     finally:
         os.close(write_end)
     assert "Broken pipe" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr == ""
+    assert proc.stderr == ("No turns yet: the agent has not taken one in this home (start it with: automaton-min run).\n"
+                           if args == ("logs",) else "")
 
 
 def test_status_head_one_in_a_shell(set_up):
