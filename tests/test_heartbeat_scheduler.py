@@ -11,7 +11,7 @@ from automaton_min.clock import from_iso, to_iso
 from automaton_min.config import config_from
 from automaton_min.heartbeat import schedule as sched
 from automaton_min.heartbeat.scheduler import Scheduler
-from automaton_min.heartbeat.task_api import TaskContext, TaskResult
+from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskResult
 from automaton_min.runtime.wake import WakeBus, consume_all
 from automaton_min.store.db import open_database
 
@@ -22,12 +22,15 @@ class Calls:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.fail: set[str] = set()
+        self.unreachable: set[str] = set()
 
     def task(self, name: str, wake: str | None = None):
         def run(ctx: TaskContext) -> TaskResult:
             self.names.append(name)
             if name in self.fail:
                 raise RuntimeError(f"{name} broke")
+            if name in self.unreachable:
+                raise ServiceUnreachable("the RPC node (rpcUrl)", "POST http://127.0.0.1:9 failed: ConnectionError")
             return TaskResult("ok", wake=wake)
         return run
 
@@ -117,6 +120,28 @@ def test_a_failure_is_retried_once_30s_later_then_back_to_the_cron(setup, clock,
     clock.ms = from_iso("2026-11-22T10:15:00.000Z")
     calls.fail.clear()
     assert ("every15", "success") in names(s.run_due(db, clock()))
+
+
+def test_a_service_that_does_not_answer_is_said_once_and_is_not_a_failure(setup, clock, db, caplog):
+    from automaton_min.observe.metrics import HEARTBEAT_FAILURES, Metrics
+
+    make, calls, _, _ = setup
+    calls.unreachable.add("every15")
+    metrics = Metrics()
+    s = make(metrics=metrics)
+    with caplog.at_level("INFO", logger="automaton_min.heartbeat.scheduler"):
+        for minutes in (0, 15, 30, 45):
+            clock.ms = T0 + minutes * 60_000
+            s.run_due(db, clock())
+            clock.advance(30_000)
+            s.run_due(db, clock())  # the retry
+        calls.unreachable.clear()
+        clock.ms = from_iso("2026-11-22T11:00:00.000Z")
+        s.run_due(db, clock())
+    said = [r.getMessage() for r in caplog.records if "every15" == getattr(r, "task", None)]
+    assert said == ["heartbeat task's service does not answer; said again when it does",
+                    "heartbeat task's service answers again"], said
+    assert calls.names.count("every15") >= 5 and not metrics.snapshot().counter(HEARTBEAT_FAILURES)
 
 
 def test_a_lease_held_by_another_owner_blocks_until_it_expires(setup, clock, db):

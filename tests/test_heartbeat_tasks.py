@@ -274,3 +274,15 @@ def test_retention_also_keeps_the_memory_stores_within_their_bounds(db, clock):
     removed = prune_all(db, config_from({}), clock())
     assert removed.get("working_memory") == 1
     assert [row[0] for row in db.query("SELECT content FROM working_memory")] == [kept.content]
+
+
+def test_an_rpc_node_that_does_not_answer_is_unreachable_not_a_failure(db, home, clock):
+    from automaton_min.chain.usdc import BASE, usdc_balance
+    from automaton_min.heartbeat.task_api import ServiceUnreachable
+
+    def reader():  # the real reader against a closed port, as with the public node offline
+        return usdc_balance("http://127.0.0.1:9", "0x" + "a" * 40, BASE)
+
+    with pytest.raises(ServiceUnreachable) as caught:
+        tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader))
+    assert "the RPC node (rpcUrl) did not answer" in str(caught.value)

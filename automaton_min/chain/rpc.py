@@ -15,11 +15,17 @@ class RpcError(RuntimeFailure):
     """The node could not be reached, or answered with an error."""
 
 
+class RpcUnreachable(RpcError):
+    """The node did not answer at all (refused, timed out, no route)."""
+
+
 def rpc_call(url: str, method: str, params: list[Any], timeout: float = 10.0) -> Any:
     """Call ``method`` on the node at ``url``; the ``result`` or ``RpcError``."""
     try:
         answer = expect_ok(request("POST", url, json={"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, timeout=timeout), f"RPC {method}").json()
-    except (HttpError, NetworkError) as exc:
+    except NetworkError as exc:
+        raise RpcUnreachable(str(exc)) from None
+    except HttpError as exc:
         raise RpcError(str(exc)) from None
     if not isinstance(answer, dict):
         raise RpcError(f"RPC {method}: {url} answered something that is not a JSON-RPC response")

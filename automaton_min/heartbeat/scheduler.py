@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from automaton_min.clock import Clock, system_now
 from automaton_min.heartbeat import schedule as sched
 from automaton_min.heartbeat.cron import CronError, next_after, timezone_named
-from automaton_min.heartbeat.task_api import TaskContext, TaskFunction, TaskResult
+from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.ids import new_ulid
 from automaton_min.observe.log import get_logger
 from automaton_min.tiers import TIER_RANK
@@ -74,6 +74,7 @@ class _Run:
     returned: bool = False  # the task function returned (read and written under the scheduler's lock)
     result: TaskResult | None = None
     error: str | None = None
+    unreachable: str | None = None  # the service a ServiceUnreachable named
 
 
 def _owner_id() -> str:
@@ -113,6 +114,7 @@ class Scheduler:
         self._lock = threading.Lock()
         self._missing_reported: set[str] = set()
         self._bad_cron_reported: set[str] = set()
+        self._down: dict[str, str] = {}  # task -> the service it could not reach (logged when this changes)
         self._thread: threading.Thread | None = None
         self._workers = Workers("heartbeat-task")
         self._sleeping = False
@@ -327,11 +329,18 @@ class Scheduler:
         with self._lock:
             self._running.pop(row.task_name, None)
         if run.error is not None:
-            log.warning("heartbeat task failed", extra={"task": row.task_name, "error": run.error})
+            if run.unreachable is None:
+                log.warning("heartbeat task failed", extra={"task": row.task_name, "error": run.error})
+                self._count(row.task_name, False)
+            elif self._down.get(row.task_name) != run.unreachable:  # a service down: said once, not a failure
+                self._down[row.task_name] = run.unreachable
+                log.warning("heartbeat task's service does not answer; said again when it does",
+                            extra={"task": row.task_name, "error": run.error})
             retry = sched.record(db, row, "failure", started_ms=started_ms, completed_ms=self.now(),
                                  duration_ms=duration_ms, error=run.error, owner=self.owner)
-            self._count(row.task_name, False)
             return Ran(row.task_name, "failure", run.error, retry_at=retry)
+        if self._down.pop(row.task_name, None) is not None:
+            log.info("heartbeat task's service answers again", extra={"task": row.task_name})
         result = run.result or TaskResult()
         sched.record(db, row, "success", started_ms=started_ms, completed_ms=self.now(), duration_ms=duration_ms,
                      error=None, owner=self.owner, routine=not result.wake)
@@ -381,6 +390,7 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a task's boundary: its failure is recorded, never fatal
             log.debug("heartbeat task raised", exc_info=True, extra={"task": run.name})
             run.error = f"{type(exc).__name__}: {exc}"[:1000]
+            run.unreachable = exc.service if isinstance(exc, ServiceUnreachable) else None
         finally:
             with self._lock:
                 run.returned = True

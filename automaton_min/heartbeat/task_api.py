@@ -10,11 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from automaton_min.errors import RuntimeFailure
+
 if TYPE_CHECKING:
     from automaton_min.config import Config
     from automaton_min.conway.client import ConwayClient
     from automaton_min.home import Home
     from automaton_min.store.db import Database
+
+
+class ServiceUnreachable(RuntimeFailure):
+    """A task's remote service did not answer. Not the task's failure: the scheduler logs it when the service's
+    state changes (down, then up again) and leaves it out of the failure rate the alerts watch."""
+
+    def __init__(self, service: str, detail: str) -> None:
+        super().__init__(f"{service} did not answer: {detail}")
+        self.service = service
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import orjson
 
 from automaton_min.clock import to_iso
 from automaton_min.heartbeat.schedule import TaskDefault
-from automaton_min.heartbeat.task_api import TaskContext, TaskFunction, TaskResult
+from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.observe.log import get_logger
 from automaton_min.store.kv import delete_value, get_value, json_object, set_json, set_value
 
@@ -149,6 +149,7 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     if ctx.usdc_balance is None:
         return TaskResult("no USDC reader in this run")
     from automaton_min.agent.survival import TOPUP_MIN_USDC_ATOMIC
+    from automaton_min.chain.rpc import RpcUnreachable
     from automaton_min.chain.usdc import format_usdc
     from automaton_min.errors import AutomatonError
     from automaton_min.runtime.agent_runtime import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY, epoch_ms
@@ -159,7 +160,10 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     last_at = epoch_ms(last.get("timestamp")) if isinstance(last.get("timestamp"), str) else None
     if ctx.tier in ("normal", "high") and last_at is not None and 0 <= now_ms - last_at < USDC_HEALTHY_EVERY_MS:
         return TaskResult("USDC read within the hour; not needed more often at this tier")
-    usdc = ctx.usdc_balance()
+    try:
+        usdc = ctx.usdc_balance()
+    except RpcUnreachable as exc:
+        raise ServiceUnreachable("the RPC node (rpcUrl)", str(exc)) from None
     cents = _cached_cents(ctx)
     with ctx.db.transaction():
         set_json(ctx.db, "last_usdc_check", {"balance": usdc, "credits": cents, "timestamp": to_iso(now_ms)}, now_ms)

@@ -69,10 +69,13 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
         wait_ms = min(BACKOFF_BASE_MS * 2 ** (failures - 1), BACKOFF_MAX_MS)
         set_value(ctx.db, BACKOFF_KEY, orjson.dumps({"failures": failures, "untilMs": now_ms + wait_ms,
                                                      "error": str(exc)[:300]}).decode(), now_ms)
-        log.warning("relay poll failed; backing off", extra={"error": str(exc)[:200], "wait_s": wait_ms // 1000})
+        if failures == 1:  # said once; the back-off grows quietly and the recovery is said too
+            log.warning("relay poll failed; backing off (said again when the relay answers)",
+                        extra={"error": str(exc)[:200], "wait_s": wait_ms // 1000})
         return TaskResult(f"relay poll failed ({exc}); next try in {wait_ms // 1000} s")
     if backoff:
         delete_value(ctx.db, BACKOFF_KEY)
+        log.info("relay answers again", extra={"failures": backoff.get("failures")})
     outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
     summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
     if not stored and not outcomes:
