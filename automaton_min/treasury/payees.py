@@ -13,7 +13,7 @@ transfer to it waits for the creator's approval (``social.approvals``). The agen
 list when children exist. x402 payments and top-ups are not transfers: their payee is the server at an allowed
 domain (``x402AllowedDomains``, checked by the payer's guard).
 
-This module owns the rule; the policy (``financial.creator_approval``), the transfer path
+This module owns the rule; the policy (``financial.known_payee``), the transfer path
 (``treasury.transfers``) and ``fund`` all ask ``KnownPayees``, so they refuse with the same sentence.
 """
 

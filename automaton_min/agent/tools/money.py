@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from automaton_min.net.url import UnreadableUrl, read_url
+from automaton_min.net.url import UnreadableUrl, Url, read_url
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import (
     TRANSFERS_KEY,
@@ -257,7 +257,7 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _buys_credits(ctx: ToolContext, target: Any) -> bool:
+def _buys_credits(ctx: ToolContext, target: Url) -> bool:
     """Whether ``target`` is the Conway API's ``/pay/...`` (credits for the address in the path, anyone's)."""
     import posixpath
     from urllib.parse import unquote
