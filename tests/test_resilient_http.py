@@ -496,6 +496,23 @@ def test_retries_are_logged_without_headers_or_bodies(fake: FakeTime, records: l
         assert leak not in rendered
 
 
+def test_the_breaker_opening_is_said_once_per_outage_at_the_level_the_client_chose(
+        fake: FakeTime, records: list[logging.LogRecord]) -> None:
+    breaker = CircuitBreaker(threshold=2, open_for_s=10.0, now=fake.now)
+    api = client(fake, max_retries=0, breaker=breaker)
+    for _ in range(4):  # two failures open it; each failed trial after the open period opens it again
+        with pytest.raises(NetworkError):
+            api.request("GET", closed_port_url())
+        if breaker.state == "open":
+            fake.t += 10.0
+    assert [r.levelno for r in records if "opened" in r.getMessage()] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    records.clear()
+    quiet = client(fake, max_retries=0, breaker=CircuitBreaker(threshold=1, now=fake.now), opened_level=logging.DEBUG)
+    with pytest.raises(NetworkError):
+        quiet.request("GET", closed_port_url())
+    assert [r.levelno for r in records] == [logging.DEBUG]
+
+
 def test_refused_connection_message_has_no_body_or_auth(fake: FakeTime) -> None:
     with pytest.raises(NetworkError) as caught:
         client(fake, max_retries=0).request("POST", closed_port_url(), json={"pw": "hunter22"}, headers={"Authorization": "k-123456789"})

@@ -41,6 +41,7 @@ is asking us to back off, so it is retried and, when retries run out, counts as 
 
 from __future__ import annotations
 
+import logging
 import math
 import random as _random
 import threading
@@ -222,6 +223,7 @@ class ResilientHttp:
         now: Callable[[], float] = time.monotonic,
         random: Callable[[], float] = _random.random,
         wall_now: Callable[[], float] = time.time,
+        opened_level: int = logging.WARNING,
     ) -> None:
         if not service:
             raise ValueError("service must be named")
@@ -242,6 +244,7 @@ class ResilientHttp:
         self._now = now
         self._random = random
         self._wall_now = wall_now
+        self.opened_level = opened_level  # lower for a service whose outage its caller reports itself
 
     def backoff(self, retry: int, response: Response | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (0-based): Retry-After if given, else jittered exponential."""
@@ -330,10 +333,10 @@ class ResilientHttp:
         if ok:
             self.breaker.record_success()
         elif self.breaker.record_failure():
-            log.warning(
-                "%s circuit breaker opened after %d consecutive failures", self.service, self.breaker.failures,
-                extra={"service": self.service, "open_for_s": self.breaker.open_for_s},
-            )
+            # Said when it first opens; a failed trial that opens it again is the same outage.
+            log.log(self.opened_level if self.breaker.failures == self.breaker.threshold else logging.DEBUG,
+                    "%s circuit breaker opened after %d consecutive failures", self.service, self.breaker.failures,
+                    extra={"service": self.service, "open_for_s": self.breaker.open_for_s})
 
 
 def _stopping() -> bool:

@@ -16,6 +16,7 @@ are counted in memory. An attempt counts before the network call, as in the refe
 from __future__ import annotations
 
 import ipaddress
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -127,7 +128,8 @@ class RelayClient:
         if self._http is None:
             from automaton_min.net.resilient import ResilientHttp
 
-            self._http = ResilientHttp(SERVICE, timeout_s=TIMEOUT_S)
+            # A relay that does not answer is said by the heartbeat (runtime/parts.py) and by send_message's error.
+            self._http = ResilientHttp(SERVICE, timeout_s=TIMEOUT_S, opened_level=logging.DEBUG)
         return self._http.request
 
     def send(self, to: str, content: str, reply_to: str | None = None, *, db: "Database | None" = None,
