@@ -30,8 +30,8 @@ class Calls:
             if name in self.fail:
                 raise RuntimeError(f"{name} broke")
             if name in self.unreachable:
-                raise ServiceUnreachable("the RPC node (rpcUrl)", "POST http://127.0.0.1:9 failed: ConnectionError")
-            return TaskResult("ok", wake=wake)
+                raise ServiceUnreachable("rpc", "POST http://127.0.0.1:9 failed: ConnectionError")
+            return TaskResult("ok", wake=wake, reached=("rpc",) if name == "every15" else ())
         return run
 
 
@@ -50,7 +50,7 @@ def setup(home, clock, db):
             return TaskContext(db=worker_db, config=config_from({}), home=home, now=clock, tier=tier["value"],
                                wallet_address="0x" + "1" * 40, stop=stop)
         s = Scheduler(home, config_from({}), home.default_db_path, kw.pop("tasks", tasks), context, WakeBus(signal),
-                      now=clock, defaults=defaults, tier_of=lambda _db: tier["value"], **kw)
+                      now=clock, defaults=kw.pop("defaults", defaults), tier_of=lambda _db: tier["value"], **kw)
         s.prepare(db)
         return s
 
@@ -122,26 +122,46 @@ def test_a_failure_is_retried_once_30s_later_then_back_to_the_cron(setup, clock,
     assert ("every15", "success") in names(s.run_due(db, clock()))
 
 
-def test_a_service_that_does_not_answer_is_said_once_and_is_not_a_failure(setup, clock, db, caplog):
+def test_a_part_that_does_not_answer_is_said_once_backed_off_and_is_not_a_failure(setup, clock, db, caplog):
     from automaton_min.observe.metrics import HEARTBEAT_FAILURES, Metrics
+    from automaton_min.runtime.parts import PartStates
 
     make, calls, _, _ = setup
     calls.unreachable.add("every15")
     metrics = Metrics()
-    s = make(metrics=metrics)
-    with caplog.at_level("INFO", logger="automaton_min.heartbeat.scheduler"):
-        for minutes in (0, 15, 30, 45):
-            clock.ms = T0 + minutes * 60_000
-            s.run_due(db, clock())
-            clock.advance(30_000)
-            s.run_due(db, clock())  # the retry
+    s = make(metrics=metrics, parts=PartStates({"rpc": "http://127.0.0.1:9"}))
+    tried_at = []
+    with caplog.at_level("INFO", logger="automaton_min"):
+        for _ in range(4 * 60):  # four hours, a pass a minute
+            if "every15" in [r.name for r in s.run_due(db, clock())]:
+                tried_at.append((clock() - T0) // 60_000)
+            clock.advance(60_000)
         calls.unreachable.clear()
-        clock.ms = from_iso("2026-11-22T11:00:00.000Z")
+        clock.advance(30 * 60_000)
         s.run_due(db, clock())
-    said = [r.getMessage() for r in caplog.records if "every15" == getattr(r, "task", None)]
-    assert said == ["heartbeat task's service does not answer; said again when it does",
-                    "heartbeat task's service answers again"], said
-    assert calls.names.count("every15") >= 5 and not metrics.snapshot().counter(HEARTBEAT_FAILURES)
+        clock.advance(30 * 60_000)
+        s.run_due(db, clock())
+    said = [r.getMessage() for r in caplog.records if getattr(r, "part", None) == "rpc"]
+    assert said == ["the RPC node (rpcUrl) does not answer; tried again with a growing back-off, said again when it "
+                    "answers", "the RPC node (rpcUrl) answers again"], said
+    assert tried_at[:7] == [0, 1, 3, 7, 15, 31, 61] and tried_at[7:] == [91 + 30 * n for n in range(len(tried_at) - 7)]
+    assert not metrics.snapshot().counter(HEARTBEAT_FAILURES)
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]
+    row = sched.read_row(db, "every15")
+    assert row.last_result == "success" and row.next_run_at is None  # answered: back to its cron
+    assert db.scalar("SELECT value FROM kv WHERE key = 'parts'").count('"on"') == 1
+
+
+def test_a_task_whose_part_is_off_is_skipped_without_a_warning(setup, clock, db, caplog):
+    from automaton_min.runtime.parts import PartStates
+
+    make, calls, _, _ = setup
+    defaults = (sched.TaskDefault("check_credits", "*/30 * * * *"), sched.TaskDefault("gone", "*/30 * * * *"))
+    s = make(tasks={}, defaults=defaults, parts=PartStates({"conway": None}))
+    with caplog.at_level("INFO", logger="automaton_min"):
+        assert names(s.run_due(db, clock())) == [("check_credits", "skipped"), ("gone", "skipped")]
+    assert [r.task for r in caplog.records if r.levelname == "WARNING"] == ["gone"]
+    assert sched.read_row(db, "check_credits").last_error == "the Conway API is off (no conwayApiKey)"
 
 
 def test_a_lease_held_by_another_owner_blocks_until_it_expires(setup, clock, db):

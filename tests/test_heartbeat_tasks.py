@@ -96,14 +96,14 @@ def test_check_usdc_balance_tops_up_when_critical_with_usdc(db, home, clock):
         conway.credits_balance()  # the last known balance the task reads
         healthy = tasks.check_usdc_balance(ctx_for(db, home, clock, conway=conway, usdc_balance=lambda: 9_000_000,
                                                    topup=topup))
-        assert healthy.wake is None and calls == []
+        assert healthy.wake is None and calls == [] and healthy.reached == ("rpc",)  # the node answered
         result = tasks.check_usdc_balance(ctx_for(db, home, clock, tier="critical", conway=conway,
                                                   usdc_balance=lambda: 9_000_000, topup=topup))
         assert calls == [(3, 9_000_000)]
         assert result.wake.startswith("Auto-topped up $5 in credits (was $0.03)")
         again = tasks.check_usdc_balance(ctx_for(db, home, clock, tier="critical", conway=conway,
                                                  usdc_balance=lambda: 9_000_000, topup=topup))
-        assert calls == [(3, 9_000_000)] and again.wake is None  # the cool-down
+        assert calls == [(3, 9_000_000)] and again.wake is None and again.reached == ("rpc",)  # the cool-down
         poor = tasks.check_usdc_balance(ctx_for(db, home, clock, tier="critical", conway=conway,
                                                 usdc_balance=lambda: 4_000_000, topup=topup))
         assert poor.wake is None and len(calls) == 1
@@ -286,3 +286,20 @@ def test_an_rpc_node_that_does_not_answer_is_unreachable_not_a_failure(db, home,
     with pytest.raises(ServiceUnreachable) as caught:
         tasks.check_usdc_balance(ctx_for(db, home, clock, usdc_balance=reader))
     assert "the RPC node (rpcUrl) did not answer" in str(caught.value)
+
+
+def test_a_conway_api_that_does_not_answer_is_unreachable_and_an_error_answer_is_a_failure(db, home, clock):
+    from automaton_min.conway.client import ConwayError
+    from automaton_min.heartbeat.task_api import ServiceUnreachable
+    from automaton_min.net.http import request
+
+    closed = ConwayClient("http://127.0.0.1:9", "k-closed", db=db, now=clock, send=request)  # one attempt
+    with pytest.raises(ServiceUnreachable) as caught:
+        tasks.check_credits(ctx_for(db, home, clock, conway=closed))
+    assert caught.value.part == "conway"
+    with ConwayApi(balance_cents=500) as api:
+        api.fail("/v1/credits/balance", 503)
+        answering = ConwayClient(api.url, api.api_key, db=db, now=clock, send=request)
+        with pytest.raises(ConwayError) as failed:
+            tasks.check_credits(ctx_for(db, home, clock, conway=answering))
+    assert not isinstance(failed.value, ServiceUnreachable) and failed.value.status == 503

@@ -244,6 +244,7 @@ def test_the_task_wakes_the_agent_only_when_messages_were_stored(relay, agent, c
     result = check_social_inbox(task_ctx(db, home, clock, agent))
     assert result.wake == f"2 new message(s) from {CREATOR.lower()} (creator), {STRANGER.lower()}"
     assert result.wake_payload["source"] == "social" and len(result.wake_payload["messageIds"]) == 2
+    assert result.reached == ("relay",)
     assert check_social_inbox(task_ctx(db, home, clock, agent)).wake is None
     assert check_social_inbox(task_ctx(db, home, clock, None)).summary.startswith("no relay")
 
@@ -260,6 +261,16 @@ def test_the_task_backs_off_after_an_error(relay, agent, clock, db, home) -> Non
     from_creator(relay, "after the outage")
     assert check_social_inbox(task_ctx(db, home, clock, agent)).wake is not None
     assert get_value(db, BACKOFF_KEY) is None
+
+
+def test_a_relay_that_does_not_answer_is_left_to_the_schedulers_back_off(clock, db, home) -> None:
+    from automaton_min.heartbeat.task_api import ServiceUnreachable
+
+    closed = RelayClient("http://127.0.0.1:9", Wallet(AGENT_KEY), now=clock)
+    with pytest.raises(ServiceUnreachable) as caught:
+        check_social_inbox(task_ctx(db, home, clock, closed))
+    assert caught.value.part == "relay" and "the social relay (socialRelayUrl) did not answer" in str(caught.value)
+    assert get_value(db, BACKOFF_KEY) is None  # the scheduler's back-off (runtime/parts.py) applies
 
 
 # --------------------------------------------------------------------------- creator approvals

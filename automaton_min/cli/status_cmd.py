@@ -71,6 +71,34 @@ def _turn_line(turn: dict) -> str:
     return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}"
 
 
+def _parts(parts: dict) -> str:
+    """``the Conway API off (no conwayApiKey); the RPC node unreachable since ... (http://..., rpcUrl; next try at
+    ...)``, or "all on"."""
+    from automaton_min.runtime.parts import LABELS, URL_SETTINGS
+
+    said = []
+    for name, part in parts.items():
+        label = LABELS.get(name, name)
+        if part["state"] == "off":
+            said.append(f"{label} off ({part.get('why')})")
+        elif part["state"] == "unreachable":
+            said.append(f"{label} unreachable since {part.get('since')} ({part.get('url')}, {URL_SETTINGS.get(name)};"
+                        f" next try at {part.get('nextTryAt')})")
+    return "; ".join(said) or "all on"
+
+
+def _conway_off(info: dict) -> bool:
+    return info["parts"].get("conway", {}).get("state") == "off"
+
+
+def _tier(info: dict) -> str:
+    if info["tier"]:
+        return info["tier"]
+    if _conway_off(info):
+        return "normal (credits do not apply: the Conway API is off)"
+    return "unknown (no credit balance read yet)"
+
+
 def _alerts(info: dict) -> str | None:
     """The last metric snapshot's active alerts, with when; None when no snapshot was taken yet."""
     if info["alertsAt"] is None:
@@ -97,8 +125,9 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("run", _run_text(info)),
         ("background", "; ".join(f"{j['id']} pid {j['pid']}: {j['command'][:60]}" for j in info["backgroundJobs"]) or None),
         ("state", info["state"]),
-        ("tier", info["tier"] or "unknown (no credit balance read yet)"),
-        ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")),
+        ("tier", _tier(info)),
+        ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")
+         or ("off (no conwayApiKey)" if _conway_off(info) else None)),
         ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
         ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("alerts", _alerts(info)),
@@ -107,6 +136,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("payees", _payees(info["knownPayees"])),
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("heartbeat", _heartbeat(info["heartbeat"])),
+        ("remote parts", _parts(info["parts"])),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),

@@ -74,6 +74,11 @@ class ConwayError(RuntimeFailure):
         status = self.status
         return status is None or status in (408, 429) or status >= 500 or 200 <= status < 300
 
+    @property
+    def unanswered(self) -> bool:
+        """True when no HTTP answer arrived at all (refused, timed out, no route, the circuit breaker open)."""
+        return self.status is None and isinstance(self.__cause__, RuntimeFailure)
+
 
 class ExecRefused(ConwayError):
     """The sandbox refused to run a command (403). Nothing ran, here or anywhere else."""

@@ -148,7 +148,8 @@ def failure_streak(db: "Database", name: str) -> int:
 
 
 def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, completed_ms: int, duration_ms: int,
-           error: str | None, owner: str | None, release: bool = True, routine: bool = False) -> int | None:
+           error: str | None, owner: str | None, release: bool = True, routine: bool = False,
+           retry_in_ms: int | None = None) -> int | None:
     """Write one history row and the schedule's outcome; returns the retry time set, if any.
 
     ``routine``: a success that asked for nothing, after a success: only the schedule row
@@ -158,7 +159,8 @@ def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, co
 
     ``max_retries`` counts retries after the first failure: with 1, a failure is
     retried once, 30 s later (the reference counted the failure just written and
-    never retried). Success, or retries used up, goes back to the cron.
+    never retried). Success, or retries used up, goes back to the cron. ``retry_in_ms`` (a remote part that did
+    not answer: its back-off) sets the next run instead, whatever the retries used.
     """
     retry_at = None
     with db.transaction():
@@ -168,7 +170,9 @@ def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, co
                        (new_ulid(started_ms), row.task_name, to_iso(started_ms), to_iso(completed_ms), result,
                         duration_ms, error[:1000] if error else None))
         failed = result in ("failure", "timeout")
-        if failed and failure_streak(db, row.task_name) - 1 < row.max_retries:
+        if failed and retry_in_ms is not None:
+            retry_at = completed_ms + retry_in_ms
+        elif failed and failure_streak(db, row.task_name) - 1 < row.max_retries:
             retry_at = completed_ms + RETRY_DELAY_MS
         db.execute("UPDATE heartbeat_schedule SET last_run_at = ?, next_run_at = ?, last_result = ?, last_error = ?,"
                    " run_count = run_count + 1, fail_count = fail_count + ?, updated_at = ? WHERE task_name = ?",

@@ -44,6 +44,7 @@ from automaton_min.workers import Workers
 if TYPE_CHECKING:
     from automaton_min.config import Config
     from automaton_min.home import Home
+    from automaton_min.runtime.parts import PartStates
     from automaton_min.runtime.wake import WakeBus
     from automaton_min.store.db import Database
 
@@ -74,7 +75,7 @@ class _Run:
     returned: bool = False  # the task function returned (read and written under the scheduler's lock)
     result: TaskResult | None = None
     error: str | None = None
-    unreachable: str | None = None  # the service a ServiceUnreachable named
+    unreachable: str | None = None  # the part a ServiceUnreachable named
 
 
 def _owner_id() -> str:
@@ -90,8 +91,9 @@ class Scheduler:
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,
                  extra_tasks: Mapping[str, TaskFunction] | None = None, defaults: Any = None,
                  tier_of: Callable[["Database"], str] | None = None, metrics: Any = None,
-                 intervals: Mapping[str, int] | None = None) -> None:
+                 intervals: Mapping[str, int] | None = None, parts: "PartStates | None" = None) -> None:
         from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, known_tier
+        from automaton_min.runtime.parts import PartStates
 
         self.home, self.config, self.db_path = home, config, Path(db_path)
         self.tasks = tasks
@@ -114,7 +116,7 @@ class Scheduler:
         self._lock = threading.Lock()
         self._missing_reported: set[str] = set()
         self._bad_cron_reported: set[str] = set()
-        self._down: dict[str, str] = {}  # task -> the service it could not reach (logged when this changes)
+        self.parts = parts if parts is not None else PartStates({})  # remote parts: said when their state changes
         self._thread: threading.Thread | None = None
         self._workers = Workers("heartbeat-task")
         self._sleeping = False
@@ -294,8 +296,10 @@ class Scheduler:
         if name in self._missing_reported:
             return
         self._missing_reported.add(name)
-        reason = "no function for this task in this run"
-        log.warning("heartbeat task skipped: not available in this run", extra={"task": name})
+        reason = self.parts.off_tasks().get(name)  # its part is off: the start banner said so already
+        if reason is None:
+            reason = "no function for this task in this run"
+            log.warning("heartbeat task skipped: not available in this run", extra={"task": name})
         sched.record_skipped(db, name, reason, now_ms)
         ran.append(Ran(name, "skipped", reason))
 
@@ -329,19 +333,18 @@ class Scheduler:
         with self._lock:
             self._running.pop(row.task_name, None)
         if run.error is not None:
+            wait_ms = None
             if run.unreachable is None:
                 log.warning("heartbeat task failed", extra={"task": row.task_name, "error": run.error})
                 self._count(row.task_name, False)
-            elif self._down.get(row.task_name) != run.unreachable:  # a service down: said once, not a failure
-                self._down[row.task_name] = run.unreachable
-                log.warning("heartbeat task's service does not answer; said again when it does",
-                            extra={"task": row.task_name, "error": run.error})
+            else:  # its part is down: not the task's failure, said when the part's state changes, tried later
+                wait_ms = self.parts.unreachable(db, run.unreachable, run.error, self.now())
             retry = sched.record(db, row, "failure", started_ms=started_ms, completed_ms=self.now(),
-                                 duration_ms=duration_ms, error=run.error, owner=self.owner)
+                                 duration_ms=duration_ms, error=run.error, owner=self.owner, retry_in_ms=wait_ms)
             return Ran(row.task_name, "failure", run.error, retry_at=retry)
-        if self._down.pop(row.task_name, None) is not None:
-            log.info("heartbeat task's service answers again", extra={"task": row.task_name})
         result = run.result or TaskResult()
+        for part in result.reached:
+            self.parts.answered(db, part, self.now())
         sched.record(db, row, "success", started_ms=started_ms, completed_ms=self.now(), duration_ms=duration_ms,
                      error=None, owner=self.owner, routine=not result.wake)
         self._count(row.task_name, True)
@@ -390,7 +393,7 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - a task's boundary: its failure is recorded, never fatal
             log.debug("heartbeat task raised", exc_info=True, extra={"task": run.name})
             run.error = f"{type(exc).__name__}: {exc}"[:1000]
-            run.unreachable = exc.service if isinstance(exc, ServiceUnreachable) else None
+            run.unreachable = exc.part if isinstance(exc, ServiceUnreachable) else None
         finally:
             with self._lock:
                 run.returned = True

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.errors import RuntimeFailure
+from automaton_min.runtime.parts import describe
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -20,12 +21,13 @@ if TYPE_CHECKING:
 
 
 class ServiceUnreachable(RuntimeFailure):
-    """A task's remote service did not answer. Not the task's failure: the scheduler logs it when the service's
-    state changes (down, then up again) and leaves it out of the failure rate the alerts watch."""
+    """A task's remote part (``runtime/parts.py``: conway, relay, rpc) gave no answer. Not the task's failure: the
+    scheduler says it when the part's state changes (down, then up again), runs the task again after the part's
+    back-off, and leaves it out of the failure rate the alerts watch."""
 
-    def __init__(self, service: str, detail: str) -> None:
-        super().__init__(f"{service} did not answer: {detail}")
-        self.service = service
+    def __init__(self, part: str, detail: str) -> None:
+        super().__init__(f"{describe(part)} did not answer: {detail}")
+        self.part = part
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class TaskResult:
     summary: str = ""
     wake: str | None = None
     wake_payload: dict[str, Any] = field(default_factory=dict)
+    reached: tuple[str, ...] = ()  # the remote parts that answered this run (``runtime/parts.py`` names)
 
 
 @dataclass

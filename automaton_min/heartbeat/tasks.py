@@ -7,6 +7,7 @@ task whose function is missing in a run is skipped (recorded once, logged once).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import orjson
@@ -110,13 +111,24 @@ def check_credits(ctx: TaskContext) -> TaskResult:
     """A live balance: KV ``last_credit_check``; a drop to critical wakes; dead after an hour at zero."""
     if ctx.conway is None:
         return TaskResult("no Conway API key: credits do not apply")
+    from automaton_min.conway.client import ConwayError
+
+    try:
+        cents = ctx.conway.credits_balance()  # live: an outage fails the run (and retries), never reads as zero
+    except ConwayError as exc:
+        if exc.unanswered:
+            raise ServiceUnreachable("conway", str(exc)) from None
+        raise
+    return replace(_act_on_credits(ctx, cents, ctx.now()), reached=("conway",))
+
+
+def _act_on_credits(ctx: TaskContext, cents: int, now_ms: int) -> TaskResult:
+    """KV ``last_credit_check``; a drop to critical wakes; dead after an hour at zero."""
     from automaton_min.agent.states import can_transition, read_agent_state, set_agent_state
     from automaton_min.agent.survival import FinancialReading, assess
     from automaton_min.runtime.agent_runtime import epoch_ms
     from automaton_min.tiers import tier_for_credits
 
-    now_ms = ctx.now()
-    cents = ctx.conway.credits_balance()  # live: an outage fails the run (and retries), never reads as zero
     tier = tier_for_credits(cents)
     previous = get_value(ctx.db, "prev_credit_tier")
     set_json(ctx.db, "last_credit_check", {"credits": cents, "tier": tier, "timestamp": to_iso(now_ms)}, now_ms)
@@ -143,17 +155,12 @@ def check_credits(ctx: TaskContext) -> TaskResult:
 
 
 def check_usdc_balance(ctx: TaskContext) -> TaskResult:
-    """KV ``last_usdc_check``; when critical or dead with $5 of USDC, the bootstrap top-up (its cool-downs).
-
-    At normal or high tier the chain is asked at most hourly (a top-up is not needed there)."""
+    """The wallet's USDC from the chain, then ``_act_on_usdc``. At normal or high tier the chain is asked at most
+    hourly (a top-up is not needed there)."""
     if ctx.usdc_balance is None:
         return TaskResult("no USDC reader in this run")
-    from automaton_min.agent.survival import TOPUP_MIN_USDC_ATOMIC
     from automaton_min.chain.rpc import RpcUnreachable
-    from automaton_min.chain.usdc import format_usdc
-    from automaton_min.errors import AutomatonError
-    from automaton_min.runtime.agent_runtime import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY, epoch_ms
-    from automaton_min.runtime.status import USDC_KEY
+    from automaton_min.runtime.agent_runtime import epoch_ms
 
     now_ms = ctx.now()
     last = json_object(get_value(ctx.db, "last_usdc_check"))
@@ -163,7 +170,18 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     try:
         usdc = ctx.usdc_balance()
     except RpcUnreachable as exc:
-        raise ServiceUnreachable("the RPC node (rpcUrl)", str(exc)) from None
+        raise ServiceUnreachable("rpc", str(exc)) from None
+    return replace(_act_on_usdc(ctx, usdc, now_ms), reached=("rpc",))
+
+
+def _act_on_usdc(ctx: TaskContext, usdc: int, now_ms: int) -> TaskResult:
+    """KV ``last_usdc_check``; when critical or dead with $5 of USDC, the bootstrap top-up (its cool-downs)."""
+    from automaton_min.agent.survival import TOPUP_MIN_USDC_ATOMIC
+    from automaton_min.chain.usdc import format_usdc
+    from automaton_min.errors import AutomatonError
+    from automaton_min.runtime.agent_runtime import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY, epoch_ms
+    from automaton_min.runtime.status import USDC_KEY
+
     cents = _cached_cents(ctx)
     with ctx.db.transaction():
         set_json(ctx.db, "last_usdc_check", {"balance": usdc, "credits": cents, "timestamp": to_iso(now_ms)}, now_ms)

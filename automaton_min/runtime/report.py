@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -10,6 +10,9 @@ from automaton_min.config import Config
 from automaton_min.errors import AutomatonError
 from automaton_min.observe.log import get_logger
 from automaton_min.store.turns import StoredToolCall
+
+if TYPE_CHECKING:
+    from automaton_min.runtime.parts import PartStates
 
 log = get_logger("run")
 
@@ -43,8 +46,9 @@ def _provider(router: Any) -> str:
         return f"none ({exc})"
 
 
-def log_banner(agent: Any, config: Config) -> None:
-    log.info("automaton-min started", extra=banner_fields(agent, config))
+def log_banner(agent: Any, config: Config, parts: "PartStates") -> None:
+    """The start banner, with the remote parts that are off or do not answer."""
+    log.info("automaton-min started", extra={**banner_fields(agent, config), "parts": parts.banner()})
 
 
 def short(text: str, limit: int) -> str:

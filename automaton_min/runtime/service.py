@@ -5,7 +5,8 @@ own database connection); the systemd watchdog on its own when systemd asks for 
 One wake signal joins them: a task that needs the agent stores a wake event and sets it,
 and SIGUSR1 from another process (``automaton-min wake``, ``heartbeat run``) sets it and
 pokes the scheduler. Start-up follows the seed's order (``build_agent`` logs each step),
-then the heartbeat starts, systemd hears READY=1, and the loop runs.
+then each remote part that is on gets one request (``runtime/parts.py``), the heartbeat starts, the banner names
+the parts that are off or do not answer, systemd hears READY=1, and the loop runs.
 
 Shutdown (SIGTERM/SIGINT): the turn under way may finish within ``shutdownGraceSeconds``
 (default 30), after which it is cut off; then STOPPING=1, the scheduler stops, the agent is
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from automaton_min.clock import Clock, system_now
 from automaton_min.config import Config, db_path
@@ -23,6 +25,13 @@ from automaton_min.home import Home
 from automaton_min.observe.log import get_logger
 from automaton_min.runtime.daemon import SHUTDOWN_GRACE_S, Signals, serve
 from automaton_min.runtime.sdnotify import Notifier, Progress, Watchdog
+
+if TYPE_CHECKING:
+    from automaton_min.heartbeat.scheduler import Scheduler
+    from automaton_min.observe.metrics import Metrics
+    from automaton_min.runtime.agent_runtime import Agent
+    from automaton_min.runtime.parts import PartStates
+    from automaton_min.runtime.wake import WakeBus
 
 log = get_logger(__name__)
 
@@ -38,18 +47,32 @@ class SchedulerProgress(Progress):
         return time.monotonic() - self.scheduler.alive_at()
 
 
-def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
-    """Start everything, serve until stopped, stop everything in order; the process exit code."""
+def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus", parts: "PartStates",
+                  metrics: "Metrics", now: Clock) -> "Scheduler":
+    """The run's heartbeat scheduler, not started: the built-in tasks, the metrics report and the relay poll."""
     from automaton_min.heartbeat.context import ContextFactory
-    from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.heartbeat.scheduler import Scheduler
     from automaton_min.heartbeat.tasks import BUILTIN_TASKS
-    from automaton_min.observe.metrics import Metrics
     from automaton_min.observe.report_task import report_metrics
+    from automaton_min.social.task import check_social_inbox, poll_interval_s
+
+    factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
+    # Tasks whose part is off are left out: each run writes its schedule row, and SD cards wear.
+    tasks = {name: task for name, task in BUILTIN_TASKS.items() if name not in parts.off_tasks()}
+    extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
+    return Scheduler(home, config, db_path(home, config), tasks, factory, wake_bus, now=now, metrics=metrics,
+                     extra_tasks=extra, parts=parts,
+                     intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
+
+
+def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
+    """Start everything, serve until stopped, stop everything in order; the process exit code."""
+    from automaton_min.heartbeat.control import HeartbeatControl
+    from automaton_min.observe.metrics import Metrics
     from automaton_min.runtime.agent_runtime import build_agent, start_step
+    from automaton_min.runtime.parts import PartStates, probe
     from automaton_min.runtime.report import log_banner
     from automaton_min.runtime.wake import WakeBus
-    from automaton_min.social.task import check_social_inbox, poll_interval_s
 
     from automaton_min.confine.reaper import become_subreaper
     from automaton_min.net.deadlines import WATCH as http_deadlines
@@ -64,15 +87,11 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     signals.on_stop.append(http_deadlines.stop)  # a fetch or a relay poll ends now; a model answer, a paid request
     signals.on_abandon.append(http_deadlines.cut_all)  # ... may finish until the grace period runs out
 
+    with start_step("remote parts"):
+        parts = PartStates.of(config)
+        probe(parts, agent.db, now())
     with start_step("heartbeat"):
-        factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
-        # Tasks with nothing to work on are left out: each run writes its schedule row, and SD cards wear.
-        tasks = {name: task for name, task in BUILTIN_TASKS.items()
-                 if name != "check_credits" or config.get("conwayApiKey")}
-        extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
-        scheduler = Scheduler(home, config, db_path(home, config), tasks, factory, WakeBus(signals.wake),
-                              now=now, metrics=metrics, extra_tasks=extra,
-                              intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
+        scheduler = heartbeat_for(home, config, agent, WakeBus(signals.wake), parts, metrics, now)
         agent.loop.services = replace(agent.loop.services,
                                       heartbeat=HeartbeatControl(agent.db, poke=scheduler.poke, now=now))
         signals.on_nudge.append(scheduler.poke)
@@ -86,7 +105,7 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     disk = agent.loop.services.disk
     if disk is not None:
         disk.start()  # room to save turns when a command fills the disk
-    log_banner(agent, config)
+    log_banner(agent, config, parts)
     notifier.ready()
 
     def stop_everything() -> None:

@@ -11,6 +11,7 @@ from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
 from automaton_min.observe.report_task import latest_alerts
+from automaton_min.runtime.parts import stored_states
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
@@ -83,6 +84,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         payees = known_payees(db, config)
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
         heartbeat = heartbeat_summary(db)
+        parts = stored_states(db, config)  # off by the config; unreachable as the agent last found them
         recent = turn_summaries(db)
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
@@ -113,6 +115,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "lastTurnAt": last_turn,
         "recentTurns": recent,
         "heartbeat": heartbeat,
+        "parts": parts,
         "model": config["inferenceModel"],
         "version": __version__,
         "home": str(home.root),

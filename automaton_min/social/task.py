@@ -1,9 +1,10 @@
 """The heartbeat task ``check_social_inbox``: poll the relay, store what passes intake, release approvals.
 
 It asks for a wake through ``TaskResult.wake`` (with ``wake_payload["source"] == "social"``) and never through
-``WakeBus`` itself: the scheduler stores the one wake event. After a failed poll it backs off (KV
-``social_poll_backoff``: 1 min, doubling to 30 min; the reference waited a flat 5 min); a poll that finds nothing
-writes nothing.
+``WakeBus`` itself: the scheduler stores the one wake event. A relay that gives no answer at all is
+``ServiceUnreachable`` (the scheduler's back-off, ``runtime/parts.py``); after an error answer it backs off itself
+(KV ``social_poll_backoff``: 1 min, doubling to 30 min; the reference waited a flat 5 min); a poll that finds
+nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import orjson
 
 from automaton_min.clock import to_iso
 from automaton_min.errors import RuntimeFailure
-from automaton_min.heartbeat.task_api import TaskContext, TaskResult
+from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskResult
+from automaton_min.net.http import NetworkError
+from automaton_min.net.resilient import CircuitOpenError
 from automaton_min.observe.log import get_logger
 from automaton_min.social import approvals
 from automaton_min.social.intake import authority_for, ingest, saved_cursor
@@ -64,7 +67,9 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
             dropped += sum(report.dropped.values())
             if len(result.messages) < POLL_LIMIT or not result.next_cursor:
                 break
-    except RuntimeFailure as exc:  # network, breaker open, an answer that is not the wire format
+    except (NetworkError, CircuitOpenError) as exc:  # no answer: the scheduler backs off and says it once
+        raise ServiceUnreachable("relay", str(exc)) from None
+    except RuntimeFailure as exc:  # an error answer, or one that is not the wire format
         failures = int(backoff.get("failures") or 0) + 1
         wait_ms = min(BACKOFF_BASE_MS * 2 ** (failures - 1), BACKOFF_MAX_MS)
         set_value(ctx.db, BACKOFF_KEY, orjson.dumps({"failures": failures, "untilMs": now_ms + wait_ms,
@@ -79,9 +84,9 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
     outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
     summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
     if not stored and not outcomes:
-        return TaskResult(summary)
+        return TaskResult(summary, reached=("relay",))
     return TaskResult(summary, wake=wake_reason(stored, creator, outcomes),
-                      wake_payload={"source": "social", "messageIds": [m.id for m in stored]})
+                      wake_payload={"source": "social", "messageIds": [m.id for m in stored]}, reached=("relay",))
 
 
 def wake_reason(stored: list, creator: str | None, outcomes: list[str]) -> str:

@@ -71,10 +71,13 @@ def test_status_shows_the_tier_and_balances_it_last_knew(cli, set_up):
     assert "low_compute" in text and "$0.40" in text and "5.250000" in text and "stopped" in text
 
 
-def test_status_without_balances_says_unknown(cli, set_up):
+def test_status_without_balances_says_unknown_or_that_credits_do_not_apply(cli, set_up):
     status = json.loads(cli("status", "--json").stdout)
-    assert status["tier"] is None and status["creditsCents"] is None
-    assert "unknown" in cli("status").stdout
+    assert status["tier"] is None and status["creditsCents"] is None and status["parts"]["conway"]["state"] == "off"
+    text = cli("status").stdout
+    assert "normal (credits do not apply: the Conway API is off)" in text and "off (no conwayApiKey)" in text
+    assert cli("config", "set", "conwayApiKey", "cnwy_k_status_test").code == 0
+    assert "unknown (no credit balance read yet)" in cli("status").stdout
 
 
 @pytest.mark.parametrize("args", [("status",), ("logs",), ("--help",)], ids=" ".join)

@@ -1,0 +1,168 @@
+"""The remote parts a run may use (the Conway API, the social relay, the RPC node): off, on or unreachable.
+
+Off: the configuration leaves the part out (no ``conwayApiKey``, an empty ``socialRelayUrl``); nothing tries it.
+Unreachable: configured, but it gave no answer at all (refused, timed out, no route, its circuit breaker open).
+Both are named once in the start banner and in ``status``. After that a part's state is logged only when it
+changes (it stops answering, it answers again). While it is down, the work that needs it waits a back-off that
+doubles from one minute to 30 minutes, and starts over once it answers; its failures are never heartbeat failures
+for the alerts. KV ``parts`` keeps the states for ``status``, written when they change.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from automaton_min.clock import to_iso
+from automaton_min.observe.log import get_logger
+from automaton_min.store.kv import get_value, json_object, set_json
+
+if TYPE_CHECKING:
+    from automaton_min.config import Config
+    from automaton_min.store.db import Database
+
+log = get_logger(__name__)
+
+PARTS_KEY = "parts"
+BACKOFF_BASE_MS = 60_000
+BACKOFF_MAX_MS = 30 * 60_000
+PROBE_TIMEOUT_S = 3.0
+LABELS = {"conway": "the Conway API", "relay": "the social relay", "rpc": "the RPC node"}
+URL_SETTINGS = {"conway": "conwayApiUrl", "relay": "socialRelayUrl", "rpc": "rpcUrl"}
+OFF_BECAUSE = {"conway": "no conwayApiKey", "relay": "socialRelayUrl is empty"}
+TASK_PARTS = {"check_credits": "conway", "check_social_inbox": "relay"}  # tasks with nothing to do while it is off
+
+
+def describe(name: str) -> str:
+    """``the RPC node (rpcUrl)``: the part and the setting that points at it."""
+    return f"{LABELS[name]} ({URL_SETTINGS[name]})" if name in LABELS else name
+
+
+def parts_of(config: "Config") -> dict[str, str | None]:
+    """Each part's URL as ``config`` sets it, None when off; the RPC node is never off (the public Base node)."""
+    from automaton_min.chain.usdc import BASE
+    from automaton_min.runtime.money import rpc_url
+
+    return {"conway": config.get("conwayApiUrl") if config.get("conwayApiKey") else None,
+            "relay": (config.get("socialRelayUrl") or "").strip() or None,
+            "rpc": rpc_url(config, BASE)}
+
+
+def backoff_ms(failures: int) -> int:
+    """The wait after the ``failures``-th failure in a row: 1 min, doubling, at most 30 min."""
+    return min(BACKOFF_BASE_MS * 2 ** min(max(failures - 1, 0), 16), BACKOFF_MAX_MS)
+
+
+@dataclass
+class _Down:
+    since_ms: int
+    failures: int
+    error: str
+    next_try_ms: int
+
+
+class PartStates:
+    """The parts' states in one run, shared by its threads; each call takes the caller's own database."""
+
+    def __init__(self, parts: dict[str, str | None]) -> None:
+        self.parts = parts  # name -> URL, None when off
+        self._down: dict[str, _Down] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, config: "Config") -> "PartStates":
+        return cls(parts_of(config))
+
+    def is_off(self, name: str) -> bool:
+        return name in self.parts and self.parts[name] is None
+
+    def off_tasks(self) -> dict[str, str]:
+        """Heartbeat tasks whose part is off, with why (they are skipped without a warning)."""
+        return {task: f"{LABELS[part]} is off ({OFF_BECAUSE[part]})"
+                for task, part in TASK_PARTS.items() if self.is_off(part)}
+
+    def unreachable(self, db: "Database", name: str, error: str, now_ms: int, *, say: bool = True) -> int:
+        """``name`` did not answer; the ms to wait before trying it again. Logged when it was not down already
+        (unless ``say`` is False: the banner says it)."""
+        with self._lock:
+            down = self._down.get(name)
+            failures = down.failures + 1 if down else 1
+            wait = backoff_ms(failures)
+            self._down[name] = _Down(down.since_ms if down else now_ms, failures, error[:300], now_ms + wait)
+            self._write(db, now_ms)
+        if down is None and say:
+            log.warning(f"{describe(name)} does not answer; tried again with a growing back-off, said again when it "
+                        "answers", extra={"part": name, "error": error[:200], "wait_s": wait // 1000})
+        return wait
+
+    def answered(self, db: "Database", name: str, now_ms: int) -> None:
+        """``name`` answered: its back-off starts over; logged when it was down."""
+        with self._lock:
+            down = self._down.pop(name, None)
+            if down is not None:
+                self._write(db, now_ms)
+        if down is not None:
+            log.info(f"{describe(name)} answers again", extra={"part": name, "failures": down.failures})
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"state": "off" | "on" | "unreachable", "url", ...}}``, as KV ``parts`` holds it."""
+        with self._lock:
+            return {name: _state(name, url, self._down.get(name)) for name, url in self.parts.items()}
+
+    def banner(self) -> str:
+        """What is not on, for the start banner: ``the Conway API off (no conwayApiKey); the RPC node
+        unreachable at http://... (rpcUrl)``; "all on" when every part is."""
+        return said(self.states()) or "all on"
+
+    def save(self, db: "Database", now_ms: int) -> None:
+        """Write every part's state to KV ``parts`` (at start, replacing what an earlier run left)."""
+        with self._lock:
+            self._write(db, now_ms)
+
+    def _write(self, db: "Database", now_ms: int) -> None:
+        set_json(db, PARTS_KEY, {name: _state(name, url, self._down.get(name)) for name, url in self.parts.items()},
+                 now_ms)
+
+
+def _state(name: str, url: str | None, down: _Down | None) -> dict[str, Any]:
+    state: dict[str, Any] = {"state": "off" if url is None else "unreachable" if down else "on", "url": url}
+    if url is None:
+        state["why"] = OFF_BECAUSE.get(name, "not configured")
+    if down is not None:
+        state.update(since=to_iso(down.since_ms), failures=down.failures, error=down.error,
+                     nextTryAt=to_iso(down.next_try_ms))
+    return state
+
+
+def said(states: dict[str, dict[str, Any]]) -> str:
+    """The parts that are off or unreachable, in one line (empty when all are on)."""
+    return "; ".join(f"{LABELS.get(name, name)} off ({s.get('why')})" if s["state"] == "off" else
+                     f"{LABELS.get(name, name)} unreachable at {s['url']} ({URL_SETTINGS.get(name, '?')})"
+                     for name, s in states.items() if s["state"] != "on")
+
+
+def probe(states: PartStates, db: "Database", now_ms: int, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """At start: one request to each part that is on; any HTTP answer means it answers. What does not answer is
+    marked unreachable without a log line: the start banner names it."""
+    from automaton_min.net.http import NetworkError, request
+
+    for name, url in states.parts.items():
+        if url is None:
+            continue
+        try:
+            request("GET", url, timeout=timeout_s)
+        except NetworkError as exc:
+            states.unreachable(db, name, str(exc), now_ms, say=False)
+    states.save(db, now_ms)
+
+
+def stored_states(db: "Database", config: "Config") -> dict[str, dict[str, Any]]:
+    """For ``status``: off as ``config`` says now; unreachable as a run last found it (at the same URL)."""
+    stored = json_object(get_value(db, PARTS_KEY))
+    result = {}
+    for name, url in parts_of(config).items():
+        last = stored.get(name)
+        same = url is not None and isinstance(last, dict) and last.get("url") == url
+        result[name] = dict(last) if same and last.get("state") == "unreachable" else _state(name, url, None)
+    return result
