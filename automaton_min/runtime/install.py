@@ -47,7 +47,10 @@ OWNER_COMMAND = f"sudo -u {USER} automaton-min --home {STATE_DIR}"
 UNIT_TEMPLATE = """\
 # automaton-min as a hardened system service. `automaton-min service install` writes this file to
 # /etc/systemd/system/ with the path of its own binary in ExecStart=. With systemd 252, `systemd-analyze verify`
-# passes and `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks both).
+# passes on the unit install writes (verify needs ExecStart's binary to exist: this file, naming
+# /usr/local/bin/automaton-min, fails it until a binary is there; .ci/run verifies the unit the built one-file
+# binary installs, tests/test_service_install.py this one with an existing executable in ExecStart=), and
+# `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks it).
 [Unit]
 Description=automaton-min, a self-funding AI agent
 Wants=network-online.target
