@@ -276,6 +276,17 @@ def test_retention_also_keeps_the_memory_stores_within_their_bounds(db, clock):
     assert [row[0] for row in db.query("SELECT content FROM working_memory")] == [kept.content]
 
 
+def test_retention_drops_failed_turns_after_a_week(db, clock):
+    from automaton_min.clock import to_iso
+    from automaton_min.store.turns import insert_failed_turn
+
+    for name, age_days in (("old", 8), ("recent", 6)):
+        insert_failed_turn(db, name, name, to_iso(clock() - age_days * 86_400_000), "running", "wakeup",
+                           {"ended": "failed", "error": "boom"})
+    assert prune_all(db, config_from({}), clock()).get("failed_turns") == 1
+    assert [row[0] for row in db.query("SELECT id FROM failed_turns")] == ["recent"]
+
+
 def test_an_rpc_node_that_does_not_answer_is_unreachable_not_a_failure(db, home, clock):
     from automaton_min.chain.usdc import BASE, usdc_balance
     from automaton_min.heartbeat.task_api import ServiceUnreachable

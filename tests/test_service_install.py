@@ -118,6 +118,39 @@ def test_dry_run_changes_nothing(cli, set_up, root, tmp_path):
     assert uninstall.code == 2 and "not installed" in uninstall.stderr  # nothing was installed
 
 
+# A path where no binary is: a dry run plans with it, a real install refuses it.
+MISSING_BINARY = "/nonexistent-automaton-min-test/bin/automaton-min"
+
+
+def test_dry_run_plans_with_a_binary_that_is_not_there_yet(cli, set_up, root, tmp_path):
+    assert not os.path.exists(MISSING_BINARY)
+    before = tree(tmp_path)
+    result = cli("service", "install", "--root", str(root), "--no-user", "--dry-run", "--binary", MISSING_BINARY)
+    assert result.code == 0, result.stderr
+    assert tree(tmp_path) == before
+    lines = result.stdout.splitlines()
+    steps = [line.split()[:2] for line in lines if line.startswith("  ")]
+    assert steps == [["move", "home"], ["protect", f"{root / STATE}:"], ["write", "unit"]]
+    assert f"ExecStart={MISSING_BINARY} --home /var/lib/automaton run" in result.stdout
+    assert (f"Before a real install: {MISSING_BINARY} is not an executable file; put the one-file binary there: "
+            f"sudo install -m 0755 <binary> {MISSING_BINARY}") in lines
+    assert "systemctl daemon-reload && systemctl enable --now automaton-min" in result.stdout
+
+
+def test_dry_run_on_the_system_names_a_hidden_binary_as_needing_a_move(cli, set_up):
+    if Path("/", UNIT).exists() or (Path("/", STATE).is_dir() and any(Path("/", STATE).iterdir())):
+        pytest.skip("automaton-min is installed on this system: the dry run stops at that")
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="automaton-min-") as hidden:
+        os.chmod(hidden.name, 0o755)  # on the real system: a binary the unit's PrivateTmp= hides
+        result = cli("service", "install", "--dry-run", "--no-user", "--binary", hidden.name)
+    assert result.code == 0, result.stderr
+    need = next(line for line in result.stdout.splitlines() if line.startswith("Before a real install: "))
+    assert f"the service cannot see {hidden.name}" in need
+    assert "sudo install -m 0755 <binary> /usr/local/bin/automaton-min" in need
+    assert f"ExecStart={hidden.name} --home" in result.stdout
+    assert set_up.root.exists()
+
+
 def _one_line_error(result, *fragments: str) -> None:
     assert result.code == 2, (result.stdout, result.stderr)
     assert len(result.stderr_lines) == 1 and result.stderr.startswith("Error: ")
@@ -144,11 +177,10 @@ def test_errors_are_one_line_with_the_fix(cli, set_up, root, tmp_path):
         lock.flush()
         _one_line_error(cli(*args), "is running on", "pid 4242", "stop it first")
 
-    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="automaton-min-") as hidden:
-        os.chmod(hidden.name, 0o755)  # on the real system: a binary the unit's PrivateTmp= hides
-        _one_line_error(cli("service", "install", "--dry-run", "--binary", hidden.name), "the service cannot see",
-                        "/usr/local/bin/automaton-min")
+    _one_line_error(cli(*args, "--binary", MISSING_BINARY), f"{MISSING_BINARY} is not an executable file",
+                    f"sudo install -m 0755 <binary> {MISSING_BINARY}")
     _one_line_error(cli(*args, "--binary", "automaton-min"), "not a plain absolute path")
+    _one_line_error(cli(*args, "--dry-run", "--binary", "automaton-min"), "not a plain absolute path")
 
     (root / UNIT).parent.mkdir(parents=True)
     (root / UNIT).write_text("[Service]\n")

@@ -49,6 +49,7 @@ CORE_COLUMNS = {
     "turns": [
         "id", "timestamp", "state", "input", "input_source", "thinking",
         "tool_calls", "token_usage", "cost_cents", "created_at",
+        "ending",  # automaton-min's (migration 111): how the turn ended, for logs
     ],
     "tool_calls": ["id", "turn_id", "name", "arguments", "result", "duration_ms", "error", "created_at"],
     "transactions": ["id", "type", "amount_cents", "balance_after_cents", "description", "created_at"],
@@ -76,12 +77,12 @@ CORE_TIMESTAMP_COLUMNS = {
 }
 
 # Tables (and their indexes) that automaton-min adds beside the reference schema.
-OWN_TABLES = ("payment_intents", "social_outbound", "pending_approvals", "sent_messages", "known_payees")
+OWN_TABLES = ("payment_intents", "social_outbound", "pending_approvals", "sent_messages", "known_payees", "failed_turns")
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created",
                "idx_social_outbound_at", "idx_pending_approvals_status", "sqlite_autoindex_pending_approvals_1",
                "idx_turns_order", "idx_sent_messages_created", "sqlite_autoindex_sent_messages_1",
-               "sqlite_autoindex_known_payees_1")
+               "sqlite_autoindex_known_payees_1", "idx_failed_turns_order", "sqlite_autoindex_failed_turns_1")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
                           "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots")
@@ -376,10 +377,10 @@ def test_reference_v11_upgrades_without_losing_or_changing_rows(reference_v11: P
     assert after == counts
     assert all(quoted_rows(reference_v11, t) == rows for t, rows in foreign.items())
     assert all(same_instants(rows, quoted_rows(reference_v11, t)) for t, rows in runtime.items())
-    # The reference's schema is untouched but for schema_version's new name column and inbox_messages' signed_by
-    # (migration 106); our own tables and the memory indexes (migration 107) are added.
+    # The reference's schema is untouched but for schema_version's new name column, inbox_messages' signed_by
+    # (migration 106) and turns' ending (111); our own tables and the memory indexes (migration 107) are added.
     changed = {m[1] for m in set(master) ^ set(master_of(reference_v11))}
-    assert changed == {"schema_version", "inbox_messages", *OWN_TABLES, *OWN_INDEXES, *MEMORY_FTS_OBJECTS}
+    assert changed == {"schema_version", "inbox_messages", "turns", *OWN_TABLES, *OWN_INDEXES, *MEMORY_FTS_OBJECTS}
     # Inbox rows keep every non-timestamp value.
     keep = lambda rows: [r[:3] + r[5:] for r in rows]  # noqa: E731 - drop received_at, processed_at
     upgraded = quoted_rows(reference_v11, "inbox_messages")

@@ -8,6 +8,7 @@ forgot, and lost its warning message when it forced a sleep).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_TOOL_CALLS_PER_TURN = 10
 MAX_CONSECUTIVE_ERRORS = 5
@@ -35,12 +36,22 @@ class TurnSummary:
 
 @dataclass(frozen=True)
 class Verdict:
-    """``go`` (next turn), ``warn`` (next turn, with ``message`` for the model) or ``sleep`` (for ``seconds``)."""
+    """``go`` (next turn), ``warn`` (next turn, with ``message`` for the model) or ``sleep`` (for ``seconds``);
+    ``idle``: a sleep because the agent did nothing (no tool, or nothing changed), not one it or a limit chose."""
 
     action: str
     seconds: int = 0
     reason: str = ""
     message: str = ""
+    idle: bool = False
+
+    def ending(self) -> dict[str, Any]:
+        """How the turn this verdict follows ended, as ``turns.ending`` records it."""
+        if self.action == "sleep":
+            return {"ended": "idle" if self.idle else "slept", "seconds": self.seconds, "reason": self.reason}
+        if self.action == "warn":
+            return {"ended": "warned", "reason": self.message}
+        return {"ended": "went on"}
 
 
 @dataclass
@@ -60,7 +71,7 @@ class LoopControls:
         if turn.sleep_requested_s is not None:
             return Verdict("sleep", turn.sleep_requested_s, turn.sleep_reason or "the agent chose to sleep")
         if not turn.tool_names:
-            return Verdict("sleep", TEXT_ONLY_SLEEP_S, "answered without using a tool")
+            return Verdict("sleep", TEXT_ONLY_SLEEP_S, "answered without using a tool", idle=True)
 
         pattern = ",".join(sorted(turn.tool_names))
         if self.warned_pattern is not None and pattern != self.warned_pattern:
@@ -77,7 +88,7 @@ class LoopControls:
             return Verdict("sleep", CYCLE_LIMIT_SLEEP_S, f"reached {self.max_turns_per_cycle} turns in this wake cycle")
         if self.idle_turns >= IDLE_TURN_LIMIT:
             self.idle_turns = 0
-            return Verdict("sleep", IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing")
+            return Verdict("sleep", IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing", idle=True)
         if repeated:
             self.warned_pattern, self.patterns = pattern, []
             return Verdict("warn", message=(

@@ -4,9 +4,9 @@ One wake cycle: state ``waking``, read the finances, a wake-up message that says
 the agent woke, state ``running``; then turns until a control says sleep. One turn:
 sleep-timer check; claim up to 10 inbox messages; finances (cached); survival tier and
 state; build the context; route the inference; run at most 10 tool calls, each through
-the policy; persist the turn, its tool calls and the inbox acknowledgements in ONE
-transaction; loop controls. A failed turn leaves nothing half-written and puts its inbox
-messages back. A turn cut off (by a crash or a failure) is replayed under the same turn id
+the policy; the loop controls' verdict; persist the turn (with how it ended: the verdict),
+its tool calls and the inbox acknowledgements in ONE transaction. A failed turn leaves
+nothing half-written and puts its inbox messages back; ``failed_turns`` records its error. A turn cut off (by a crash or a failure) is replayed under the same turn id
 (``agent.open_turn``), and each tool call knows its position in the turn, so a message the
 cut-off turn already sent is not sent again (``social.sent_log``).
 A configuration error (``UserError``, e.g. no provider can serve the model) is not a failed
@@ -31,6 +31,7 @@ from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
+from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message
 from automaton_min.memory.compression import HistoryFolder
@@ -40,7 +41,8 @@ from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.runtime.crashpoint import crash_point
 from automaton_min.store.db import STORAGE_ERRORS
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
-from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, recent_turns
+from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, insert_failed_turn, insert_turn,
+                                      recent_turns)
 
 log = get_logger(__name__)
 
@@ -122,6 +124,7 @@ class AgentLoop:
         self.started_ms = started_ms if started_ms is not None else now()
         self.open_turns = OpenTurns(db)
         self._uncommitted: str | None = None  # the id of the turn under way until its commit
+        self._uncommitted_at: int | None = None  # and when it started
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
@@ -176,8 +179,8 @@ class AgentLoop:
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox",
                                least_trusted(authority, carried))
             try:
-                summary = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"),
-                                     wake_note)
+                verdict = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"),
+                                     wake_note, controls=controls)
             except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
                 self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
@@ -187,6 +190,7 @@ class AgentLoop:
                     self.hooks.return_inbox(claimed)
                     log.info("turn abandoned: the runtime is stopping", extra={"returned_messages": len(claimed)})
                     break
+                failed = (self._uncommitted, self._uncommitted_at if self._uncommitted else None)
                 if self._uncommitted is not None:  # its retry replays it under the same id
                     self.open_turns.failed(self._uncommitted, claimed)
                     self._uncommitted = None
@@ -198,10 +202,9 @@ class AgentLoop:
                     log.exception("turn crashed")
                 self.hooks.release_inbox(claimed)
                 self.metrics.turn_failed()
-                set_json(self.db, "last_error", {"message": scrub(str(exc) or type(exc).__name__)[:500], "at": to_iso(self.now())}, self.now())
                 verdict = controls.after_error()
-            else:
-                verdict = summary if isinstance(summary, Verdict) else controls.after_turn(summary)
+                self._record_failure(*failed, pending[1] if pending else None,
+                                     scrub(str(exc) or type(exc).__name__)[:500], verdict)
             pending = None
             result.turns += 1
             if verdict.action == "warn":
@@ -211,6 +214,20 @@ class AgentLoop:
                 result.slept_for_s, result.reason = verdict.seconds, verdict.reason
                 break
         return result
+
+    def _record_failure(self, turn_id: str | None, started_ms: int | None, source: str | None, error: str,
+                        verdict: Verdict) -> None:
+        """KV ``last_error``, and the failed turn (at its start, as turns are) with its error and the sleep that
+        follows, if any, for ``logs``."""
+        now_ms = self.now()
+        ending = {"ended": "failed", "error": error}
+        if verdict.action == "sleep":
+            ending.update(seconds=verdict.seconds, reason=verdict.reason)
+        failure_id = new_ulid(now_ms)
+        with self.db.transaction():
+            set_json(self.db, "last_error", {"message": error, "at": to_iso(now_ms)}, now_ms)
+            insert_failed_turn(self.db, failure_id, turn_id or failure_id, to_iso(started_ms or now_ms),
+                               self.hooks.state(), source, ending)
 
     def _asleep(self) -> bool:
         until = get_value(self.db, SLEEP_UNTIL_KEY)
@@ -228,12 +245,14 @@ class AgentLoop:
     # ---------------------------------------------------------------- one turn
 
     def _turn(self, pending: tuple[Message, str, str] | None, claimed: list[str], first_run: bool,
-              answering: str = "agent", wake_note: str | None = None) -> TurnSummary | Verdict:
-        """One turn; with no new input it answers with ``answering``, the authority of what the cycle carries.
-        ``wake_note``: the wake-up message, when the turn's input is the messages that woke the agent."""
+              answering: str = "agent", wake_note: str | None = None, *, controls: LoopControls) -> Verdict:
+        """One turn and the controls' verdict on it, which the turn records as its ending; with no new input it
+        answers with ``answering``, the authority of what the cycle carries. ``wake_note``: the wake-up message,
+        when the turn's input is the messages that woke the agent."""
         self.progress()
         now_ms = self.now()
         turn_id = self._uncommitted = self.open_turns.start(claimed, now_ms)
+        self._uncommitted_at = now_ms
         reading = self.hooks.finances(now_ms)
         credits, usdc = reading.credits_cents, reading.usdc_atomic
         tier, low_compute = self.hooks.survive(reading, now_ms)
@@ -248,12 +267,15 @@ class AgentLoop:
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
             unread = bool(claimed)
+            verdict = Verdict("sleep", 600, f"inference not allowed: {routed.limit}")
             self._persist(StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(),
                                      None if unread or not message else message.content, None if unread else source,
-                                     f"[no inference: {routed.message}]"), [])
+                                     f"[no inference: {routed.message}]",
+                                     ending={"ended": "refused", "seconds": verdict.seconds,
+                                             "reason": f"{routed.limit}: {routed.message}"}), [])
             if unread:
                 self.hooks.return_inbox(claimed)
-            return Verdict("sleep", 600, f"inference not allowed: {routed.limit}")
+            return verdict
 
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, self.services.for_turn(loop_state))
@@ -272,26 +294,28 @@ class AgentLoop:
             for i, o in enumerate(outcomes))
         if self._abandon is not None and self._abandon.is_set():
             raise TurnAbandoned()
-        turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
-                          self.hooks.redact_key(routed.result.content), calls,
-                          {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
-                           "totalTokens": routed.input_tokens + routed.output_tokens, **self._context_figures()},
-                          routed.cost_cents)
-        self._persist(turn, claimed)
-        self.hooks.after_turn(turn)
-        self.metrics.turn(turn)
-
         specs = {spec.name: spec for spec in self.tools.specs()}
         ran = [o for o in outcomes if o.ok]
         sleep = loop_state.sleep_request
-        return TurnSummary(
+        verdict = controls.after_turn(TurnSummary(
             tool_names=tuple(o.name for o in outcomes),
             mutated=any(specs[o.name].mutating for o in ran if o.name in specs),
             status_only=bool(outcomes) and all(o.name in specs and specs[o.name].status_check for o in outcomes),
             sleep_requested_s=sleep[0] if sleep else None,
             sleep_reason=sleep[1] if sleep else "",
             had_input=message is not None,
-        )
+        ))
+        stopping = verdict.action != "sleep" and self._stop is not None and self._stop.is_set()
+        turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
+                          self.hooks.redact_key(routed.result.content), calls,
+                          {"promptTokens": routed.input_tokens, "completionTokens": routed.output_tokens,
+                           "totalTokens": routed.input_tokens + routed.output_tokens, **self._context_figures()},
+                          routed.cost_cents,
+                          {"ended": "stopped", "reason": "the runtime is stopping"} if stopping else verdict.ending())
+        self._persist(turn, claimed)
+        self.hooks.after_turn(turn)
+        self.metrics.turn(turn)
+        return verdict
 
     def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
                turn_id: str, wake_note: str | None = None) -> RoutedResult | BudgetDenied:

@@ -1,4 +1,4 @@
-"""``automaton-min logs``: the agent's turns and tool calls, from state.db (read-only)."""
+"""``automaton-min logs``: the agent's turns, their tool calls and how each turn ended, from state.db (read-only)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ MAX_TAIL = 1_000_000_000  # SQLite takes 64-bit integers; a larger --tail was an
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per turn (with its tool calls) per line.")
 @click.pass_context
 def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
-    """Show what the agent did: its turns and their tool calls, newest last."""
+    """Show what the agent did: its turns, their tool calls and how each turn ended (failed ones too), newest
+    last."""
     home = home_of(ctx)
     config = load_config_for(ctx)
     show = _print_json if as_json else _print_text
@@ -37,7 +38,7 @@ def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
                        err=True)
         if not follow:
             return
-        cursor = cursor_of(turns, None) or _newest(db)
+        cursor = cursor_of(turns, None) or cursor_of(latest_turns(db, 1), None)
         try:
             while True:
                 time.sleep(FOLLOW_POLL_S)  # an interactive watcher: a one-second poll of a local file is cheap
@@ -49,17 +50,33 @@ def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
             return
 
 
-def _newest(db) -> tuple[str, str] | None:
-    row = db.query_one("SELECT timestamp, id FROM turns ORDER BY timestamp DESC, id DESC LIMIT 1")
-    return (row[0], row[1]) if row else None
-
-
 def _print_json(turn: dict[str, Any]) -> None:
     click.echo(orjson.dumps(turn).decode())
 
 
+def ending_text(ending: dict[str, Any]) -> str:
+    """How a turn ended, in words: slept, idle, refused, failed (with the error), or went on."""
+    ended, reason = ending.get("ended"), short(str(ending.get("reason") or ""), 100)
+    slept = f"slept {ending['seconds']} s" if ending.get("seconds") else ""
+    if ended == "slept":
+        return f"{slept}: {reason}" if reason else slept
+    if ended in ("idle", "refused"):
+        words = "idle" if ended == "idle" else "refused: no inference allowed"
+        return f"{words} ({reason}); {slept}" if slept else f"{words} ({reason})"
+    if ended == "failed":
+        error = "failed: " + short(str(ending.get("error") or "unknown error"), 200)
+        return f"{error}; then {slept}: {reason}" if slept else error
+    if ended == "warned":
+        return f"went on, warned: {reason}"
+    if ended == "stopped":
+        return f"stopped: {reason}" if reason else "stopped"
+    return "went on to the next turn" if ended == "went on" else str(ended)
+
+
 def _print_text(turn: dict[str, Any]) -> None:
-    if turn["thinking"]:
+    if turn.get("failed"):
+        thought = "(the turn failed: nothing of it was kept)"
+    elif turn["thinking"]:
         thought = short(turn["thinking"], 100)
     else:
         thought = "(no text)" if turn["toolCalls"] else "(the model answered nothing: no text, no tool call)"
@@ -72,3 +89,5 @@ def _print_text(turn: dict[str, Any]) -> None:
         else:
             outcome = "ok" + (f": {short(call['result'], 100)}" if call.get("result") else "")
         click.echo(f"    {call['name']} {arguments}  {outcome}  {call['durationMs']} ms")
+    if turn.get("ending"):
+        click.echo(f"    ended: {ending_text(turn['ending'])}")

@@ -42,6 +42,8 @@ def _print_steps(plan, dry_run: bool, heading: str) -> None:
             click.echo(f"  {step.what:<{width}}  {step.detail}")
     for note in plan.notes:
         click.echo(f"Note: {note}")
+    for need in plan.before:
+        click.echo(f"Before a real install: {need}")
 
 
 @click.group("service")

@@ -7,9 +7,11 @@ from typing import Any, Callable
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of
-from automaton_min.config import DEFAULTS, check_value
+from automaton_min.cli.common import emit_json, emit_rows, home_of, with_home
+from automaton_min.config import DEFAULTS, Config, check_value, load_config
 from automaton_min.errors import UserError
+from automaton_min.home import Home
+from automaton_min.observe.log import configure_logging
 from automaton_min.runtime.genesis import (SetupAnswers, answer_problem, detect_sandbox_id, existing_config_values,
                                            setup_agent)
 
@@ -27,9 +29,9 @@ def _checked(key: str) -> Callable[[str], str]:
 
 
 def _required(field: str) -> Callable[[str], str]:
-    """A prompt value processor that re-asks while a required answer is blank or invalid."""
+    """A prompt value processor that re-asks, saying why, while a required answer is blank or invalid."""
     def process(value: str) -> str:
-        problem = answer_problem(field, value)
+        problem = answer_problem(field, value, asking=True)
         if problem:
             raise click.UsageError(problem)
         return value if field == "genesis_prompt" else value.strip()
@@ -72,6 +74,8 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
         "creator_address": flags["creator_address"] or current.get("creatorAddress"),
     }
     optional = {k: v for k, v in flags.items() if k not in answers}
+    if not yes and not ctx.find_root().obj.get("log_level"):
+        configure_logging("warning", sys.stderr)  # the wizard's own lines say what happened; no log dump at its end
     if yes:
         missing = [flag for key, flag in REQUIRED if not answers[key]]
         if missing:
@@ -79,6 +83,7 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
         if optional["sandbox_id"] is None and "sandboxId" not in current:
             optional["sandbox_id"] = detect_sandbox_id()
     else:
+        click.echo(_opening(home, current))
         try:
             answers.update(_interview(answers, flags, optional, current))
         except click.Abort:
@@ -92,7 +97,43 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
     click.echo(f"{result.name} is set up in {result.home}")
     emit_rows([("address", result.address), ("wallet", "created" if result.wallet_created else "kept"),
                ("wrote", ", ".join(result.written))])
-    click.echo(f"Fund {result.address} with USDC on Base, then check it with: automaton-min status")
+    if ctx.parent is ctx.find_root():  # not the wizard that `run` starts before it goes on
+        click.echo(with_home(next_step(load_config(home), result.address), ctx))
+
+
+def _opening(home: Home, current: dict[str, Any]) -> str:
+    """The wizard's first line: what it writes, and where."""
+    wallet = "keeps its wallet" if home.wallet_path.exists() else "creates its wallet (wallet.json)"
+    if current:
+        return (f"This changes the automaton in {home.root}: automaton.json, SOUL.md and state.db; it {wallet}. "
+                "Enter keeps the value in brackets.")
+    return (f"This creates an automaton in {home.root}: automaton.json, SOUL.md, constitution.md and state.db; "
+            f"it {wallet}.")
+
+
+def next_step(config: Config, address: str) -> str:
+    """What to run now, for the model setup chose: one's own server or key runs at once; Conway's needs its key and
+    USDC on Base first."""
+    from automaton_min.inference.providers import Providers
+    from automaton_min.inference.registry import BASELINE, ModelInfo
+    from automaton_min.inference.router import provider_guess
+    from automaton_min.inference.types import ModelUnusable
+
+    model_id = config.get("inferenceModel") or (config.get("modelStrategy") or {}).get("inferenceModel")
+    model = next((known for known in BASELINE if known.model_id == model_id), None)
+    model = model or ModelInfo(model_id, provider_guess(config), model_id)
+    try:
+        kind = Providers(config).kind_for(model)
+    except ModelUnusable:
+        kind = None
+    start = "automaton-min run (Ctrl-C stops it), and in another terminal automaton-min logs -f"
+    if kind in ("compatible", "ollama"):
+        return f"Next, with {model_id} on your own server: {start}"
+    if kind in ("openai", "anthropic"):
+        return f"Next, with {model_id} on your {kind} key: {start}"
+    fund = f"fund {address} with USDC on Base (it pays for its model)"
+    provision = "" if kind == "conway" else "automaton-min provision (a Conway API key), "
+    return f"Next, with {model_id} through Conway: {provision}{fund}, then {start}"
 
 
 def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[str, Any],
@@ -100,7 +141,9 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
     """Ask for every value not given as a flag, offering the current one as the default."""
     required = (("name", "Name", "name"), ("genesis_prompt", "Genesis prompt (its purpose)", "genesisPrompt"),
                 ("creator_address", "Creator address (0x...)", "creatorAddress"))
-    asked = {field: click.prompt(text, default=answers[field], value_proc=_required(field))
+    # A blank answer without a current value reaches the check, which says why it asks again.
+    asked = {field: click.prompt(text, default=answers[field] or "", show_default=bool(answers[field]),
+                                 value_proc=_required(field))
              for field, text, _ in required if flags[field] is None}
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),

@@ -33,6 +33,7 @@ KEEP_DAYS = {
     "policy_decisions": 30,
     "payment_intents": 30,
     "sent_messages": 7,
+    "failed_turns": 7,
 }
 
 
@@ -128,6 +129,8 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
         "sent_messages": lambda: _delete_batch(db, "sent_messages", "message_id", "created_at < ?",
                                                (to_iso(older("sent_messages")),)),
         "turns": turns_step,
+        "failed_turns": lambda: _delete_batch(db, "failed_turns", "id", "timestamp < ?",
+                                              (to_iso(older("failed_turns")),)),
     }
     removed: dict[str, int] = {}
     for table, store in memory_stores(db, now_ms).items():  # each keeps its own bound, in batches of its own

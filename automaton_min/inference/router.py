@@ -135,6 +135,15 @@ def cost_cents(model: ModelInfo, input_tokens: int, output_tokens: int) -> int:
     return -(-units // 100_000)
 
 
+def provider_guess(config: Mapping[str, Any]) -> str:
+    """The provider of a model the registry does not know: the user's own server if one is set, else Conway."""
+    if config.get("openaiBaseUrl"):
+        return "openai-compatible"
+    if config.get("ollamaBaseUrl"):
+        return "ollama"
+    return "conway"
+
+
 class Router:
     """Routes chat requests for one session (``session_id``) of the runtime."""
 
@@ -239,11 +248,7 @@ class Router:
         return ModelInfo(model_id, provider, model_id, cost_per_1k_input=price_in, cost_per_1k_output=price_out)
 
     def _provider_guess(self) -> str:
-        if self.config.get("openaiBaseUrl"):
-            return "openai-compatible"
-        if self.config.get("ollamaBaseUrl"):
-            return "ollama"
-        return "conway"
+        return provider_guess(self.config)
 
     # -- budgets -------------------------------------------------------------------------------
 

@@ -60,23 +60,27 @@ class SetupAnswers:
         return {k: v for k, v in values.items() if v is not None and (v != "" or k == "sandboxId")}
 
 
-# Setup answer -> (config key, flag, what a blank answer means to the user).
+# Setup answer -> (config key, flag, what a blank answer means to the user, what to type in the wizard).
 ANSWER_KEYS = {
-    "name": ("name", "--name", "the name"),
-    "genesis_prompt": ("genesisPrompt", "--genesis-prompt", "the genesis prompt (its purpose)"),
-    "creator_address": ("creatorAddress", "--creator-address", "the creator address"),
+    "name": ("name", "--name", "the name", "a name for the agent"),
+    "genesis_prompt": ("genesisPrompt", "--genesis-prompt", "the genesis prompt (its purpose)",
+                       "its purpose, in a sentence or more"),
+    "creator_address": ("creatorAddress", "--creator-address", "the creator address",
+                        "your own wallet's 0x address (you own the agent)"),
 }
 
 
-def answer_problem(field: str, value: str) -> str | None:
-    """Why a required setup answer cannot be used (one line naming the fix), or ``None``."""
-    key, flag, what = ANSWER_KEYS[field]
+def answer_problem(field: str, value: str, *, asking: bool = False) -> str | None:
+    """Why a required setup answer cannot be used (one line naming the fix), or ``None``.
+
+    ``asking``: the wizard's wording, whose fix is to type the answer again, not a flag."""
+    key, flag, what, wanted = ANSWER_KEYS[field]
     if not value.strip():
-        return f"{what} is blank; give {flag} some text"
+        return f"{what} is required; type {wanted}" if asking else f"{what} is blank; give {flag} some text"
     value = value.strip() if field != "genesis_prompt" else value
     problem = check_value(key, value)
     if problem:
-        return f"{key}: {problem} (got {value[:60]!r}); fix {flag}"
+        return f"{key}: {problem} (got {value[:60]!r}); " + ("type it again" if asking else f"fix {flag}")
     if field == "creator_address" and not has_valid_checksum(value):
         return (f"creatorAddress: {value} fails its EIP-55 checksum (a mistyped letter or case); "
                 "copy the address again from your wallet")

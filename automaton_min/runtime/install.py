@@ -2,7 +2,8 @@
 
 ``plan_install`` checks everything first (root, the unit not there yet, a home that is set up and not running, an
 empty state directory, a binary the service can see) and returns the steps; ``apply`` runs them one by one. Nothing
-changes before every check has passed, and a dry run prints the same steps without running them.
+changes before every check has passed. A dry run prints the same steps without running them, for any binary path:
+what the binary lacks is then listed as needed before a real install instead of refused.
 
 The unit is ``UNIT_TEMPLATE`` (the text of ``systemd/automaton-min.service``, which a test keeps equal) with the
 binary's path in ``ExecStart=``. ``root`` prefixes every system path (the unit directory, the state directory, and
@@ -46,7 +47,10 @@ OWNER_COMMAND = f"sudo -u {USER} automaton-min --home {STATE_DIR}"
 UNIT_TEMPLATE = """\
 # automaton-min as a hardened system service. `automaton-min service install` writes this file to
 # /etc/systemd/system/ with the path of its own binary in ExecStart=. With systemd 252, `systemd-analyze verify`
-# passes and `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks both).
+# passes on the unit install writes (verify needs ExecStart's binary to exist: this file, naming
+# /usr/local/bin/automaton-min, fails it until a binary is there; .ci/run verifies the unit the built one-file
+# binary installs, tests/test_service_install.py this one with an existing executable in ExecStart=), and
+# `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks it).
 [Unit]
 Description=automaton-min, a self-funding AI agent
 Wants=network-online.target
@@ -210,18 +214,26 @@ COPY_FIX = (f"put a one-file binary at {DEFAULT_BINARY} (sudo install -m 0755 <b
             f"--binary {DEFAULT_BINARY}")
 
 
-def check_binary(binary: str | None, *, strict: bool = True) -> tuple[str, str | None]:
-    """``binary`` if the unit can hold it, and what keeps the service from seeing it (an error when ``strict``)."""
+def check_binary(binary: str | None, *, system_root: bool = True,
+                 dry_run: bool = False) -> tuple[str, list[str], list[str]]:
+    """The path for ``ExecStart=``, what must be true of it before a real install (each with its fix), and notes.
+
+    A dry run takes any plain absolute path (``DEFAULT_BINARY`` when none is found); a path the unit cannot hold is
+    an error either way. Under another root a hidden binary is only a note: the path names a file of this system."""
     if not binary:
-        raise UserError(f"cannot find the automaton-min executable; {COPY_FIX}")
+        if not dry_run:
+            raise UserError(f"cannot find the automaton-min executable; {COPY_FIX}")
+        binary = DEFAULT_BINARY
     if not os.path.isabs(binary) or not _PLAIN_PATH.fullmatch(binary):
         raise UserError(f"the binary path {binary!r} is not a plain absolute path the unit can hold; {COPY_FIX}")
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        raise UserError(f"{binary} is not an executable file; {COPY_FIX}")
-    problem = visibility_problem(binary)
-    if problem and strict:
-        raise UserError(f"{problem}; {COPY_FIX}")
-    return binary, problem
+    before: list[str] = []
+    hidden = visibility_problem(binary)
+    if hidden and system_root:
+        before.append(f"{hidden}; {COPY_FIX}")  # its fix puts an executable where the unit sees it
+    elif not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        fix = COPY_FIX if hidden else f"put the one-file binary there: sudo install -m 0755 <binary> {binary}"
+        before.append(f"{binary} is not an executable file; {fix}")
+    return binary, before, [hidden] if hidden and not system_root else []
 
 
 # ---------------------------------------------------------------------------------------------- users
@@ -309,8 +321,11 @@ class Step:
 
 @dataclass
 class Plan:
+    """The steps, notes on what stays as it is, and (in a dry run) what a real install needs first."""
+
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)
 
 
 def is_root() -> bool:
@@ -356,8 +371,9 @@ def plan_install(source: Path, *, root: Path = Path("/"), copy: bool = False, bi
     if root == Path("/") and not is_root() and not dry_run:
         raise UserError("service install needs root (it creates a user and writes to /etc/systemd/system); "
                         "run: sudo automaton-min service install")
-    # Under another root the binary's path names a file of this system, not of that one: a problem is a note.
-    binary, unseen = check_binary(binary or detect_binary(), strict=root == Path("/"))
+    binary, before, unseen = check_binary(binary or detect_binary(), system_root=root == Path("/"), dry_run=dry_run)
+    if before and not dry_run:
+        raise UserError(before[0])
     unit = unit_path(root)
     if unit.exists():
         raise UserError(f"{unit} exists already; run: automaton-min service uninstall (the state directory is "
@@ -376,7 +392,7 @@ def plan_install(source: Path, *, root: Path = Path("/"), copy: bool = False, bi
     if problem:
         raise UserError(problem)
 
-    plan = Plan(notes=_config_notes(source) + ([unseen] if unseen else []))
+    plan = Plan(notes=_config_notes(source) + unseen, before=before)
     user = lookup_user(USER, root)
     # A dry run on the real system shows what root would do, whoever runs it.
     do_user = manage_user and (is_root() or (dry_run and root == Path("/")))

@@ -1,4 +1,4 @@
-"""Core tables: identity, kv, turns, tool_calls, inbox_messages, transactions.
+"""Core tables: identity, kv, turns, tool_calls, inbox_messages, transactions; and failed_turns (ours).
 
 Table and column names are the reference runtime's. Column defaults write the one
 stored timestamp format, but the code always passes its own timestamps (from the
@@ -106,3 +106,24 @@ def index_turn_order(db: "Database") -> None:
     """Turns are read newest first by ``(timestamp, id)``; without this index the newest three of 100,000 turns
     cost a scan and a sort of all of them (150 ms) on every turn."""
     db.execute("CREATE INDEX IF NOT EXISTS idx_turns_order ON turns(timestamp, id)")
+
+
+FAILED_TURNS = """
+CREATE TABLE IF NOT EXISTS failed_turns (
+    id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    state TEXT NOT NULL,
+    input_source TEXT,
+    ending TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_failed_turns_order ON failed_turns(timestamp, turn_id, id);
+"""
+
+
+@migration(111, "turn_endings")
+def record_turn_endings(db: "Database") -> None:
+    """How each turn ended (``turns.ending``, JSON), and the turns that failed: a failed turn writes nothing of
+    itself to ``turns``, so ``logs`` reads it from ``failed_turns``."""
+    add_missing_columns(db, "turns", {"ending": "TEXT"})
+    db.execute(FAILED_TURNS)

@@ -4,6 +4,10 @@
 it). Tool-call rows are keyed ``<turn id>_<position>``, unique across turns;
 the provider's own id (often ``call_0`` every turn with local models) is kept in
 the JSON, never used as a key.
+
+``turns.ending`` says how the turn ended (JSON: ``ended`` is ``slept``, ``idle``, ``refused``, ``warned``,
+``went on`` or ``stopped``, with ``seconds`` and ``reason`` where they apply). A failed turn writes nothing of
+itself to ``turns``; its ending (``failed``, with the error) goes to ``failed_turns``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class StoredTurn:
     tool_calls: tuple[StoredToolCall, ...] = ()
     token_usage: dict[str, Any] = field(default_factory=dict)
     cost_cents: int = 0
+    ending: dict[str, Any] | None = None
 
 
 def insert_turn(db: "Database", turn: StoredTurn) -> None:
@@ -48,16 +53,24 @@ def insert_turn(db: "Database", turn: StoredTurn) -> None:
          "error": c.error, "durationMs": c.duration_ms} for c in turn.tool_calls
     ]).decode()
     db.execute(
-        "INSERT INTO turns (id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO turns (id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, created_at,"
+        " ending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (turn.id, turn.timestamp, turn.state, turn.input, turn.input_source, turn.thinking, calls_json,
-         orjson.dumps(turn.token_usage).decode(), turn.cost_cents, turn.timestamp),
+         orjson.dumps(turn.token_usage).decode(), turn.cost_cents, turn.timestamp,
+         orjson.dumps(turn.ending).decode() if turn.ending is not None else None),
     )
     for call in turn.tool_calls:
         db.execute(
             "INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (call.id, turn.id, call.name, orjson.dumps(call.arguments).decode(), call.result, call.duration_ms, call.error, turn.timestamp),
         )
+
+
+def insert_failed_turn(db: "Database", failure_id: str, turn_id: str, timestamp: str, state: str,
+                       input_source: str | None, ending: dict[str, Any]) -> None:
+    """Record a turn that failed (its ``ending`` names the error); nothing else of it is written."""
+    db.execute("INSERT INTO failed_turns (id, turn_id, timestamp, state, input_source, ending) VALUES (?, ?, ?, ?, ?, ?)",
+               (failure_id, turn_id, timestamp, state, input_source, orjson.dumps(ending).decode()))
 
 
 def _parse_calls(text: str | None) -> tuple[StoredToolCall, ...]:

@@ -297,8 +297,26 @@ def test_setup_text_output_names_the_next_step(cli, home):
     assert result.code == 0, result.stderr
     address = read_json(home.config_path)["walletAddress"]
     assert f"ada is set up in {home.root}" in result.stdout
-    assert address in result.stdout
-    assert "automaton-min status" in result.stdout
+    # No key and no server of one's own: Conway serves the default model, once provisioned and paid
+    assert result.stdout.splitlines()[-1] == (
+        f"Next, with gpt-5.2 through Conway: automaton-min provision (a Conway API key), fund {address} with USDC "
+        "on Base (it pays for its model), then automaton-min run (Ctrl-C stops it), and in another terminal "
+        "automaton-min logs -f")
+
+    keyed = cli("setup", "--conway-api-key", CONWAY_KEY, "--yes")  # a Conway key already: fund, then run
+    assert keyed.code == 0, keyed.stderr
+    assert keyed.stdout.splitlines()[-1].startswith(f"Next, with gpt-5.2 through Conway: fund {address} with USDC")
+
+
+def test_setup_for_a_local_model_says_run_and_repeats_home(cli, tmp_path):
+    other = tmp_path / "other-home"
+    result = cli("--home", str(other), "setup", "--name", "ada", "--genesis-prompt", "Earn.", "--creator-address",
+                 CREATOR, "--openai-base-url", "http://127.0.0.1:8089/v1", "--inference-model", "gemma-3-270m", "--yes")
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"Next, with gemma-3-270m on your own server: automaton-min --home {other} run (Ctrl-C stops it), and in "
+        f"another terminal automaton-min --home {other} logs -f")
+    assert "USDC" not in result.stdout and "provision" not in result.stdout
 
 
 def test_setup_keeps_an_existing_wallet(cli, home):
@@ -490,9 +508,47 @@ def test_interactive_bad_creator_address_asks_again(home):
     result = run_detached("setup", input=answers)
     assert result.code == 0, result.stderr
     shown = result.stdout + result.stderr
-    assert "expected a 0x-prefixed 40-hex-digit address" in shown
+    assert "expected a 0x-prefixed 40-hex-digit address (got '0x12'); type it again" in shown
+    assert "--" not in shown  # the wizard names no flag
     assert shown.count("Creator address") == 2
     assert read_json(home.config_path)["creatorAddress"] == CREATOR
+
+
+def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_lines(home):
+    code, transcript = run_in_terminal(("setup",), [
+        ("Name", "ada"),
+        ("Genesis prompt", "Earn your keep."),
+        ("Creator address", ""),
+        ("Creator address", "0x12"),
+        ("Creator address", CREATOR),
+        ("Message for its first run", ""),
+        ("Conway sandbox id", ""),
+        ("Inference model", "gemma-3-270m"),
+        ("OpenAI-compatible base URL", "http://127.0.0.1:8089/v1"),
+        ("OpenAI API key", ""),
+        ("Anthropic API key", ""),
+        ("Conway API key", ""),
+    ])
+    assert code == 0, transcript
+    lines = transcript.splitlines()
+    assert lines[0] == (f"This creates an automaton in {home.root}: automaton.json, SOUL.md, constitution.md and "
+                        "state.db; it creates its wallet (wallet.json).")
+    blank = lines.index("Creator address (0x...): ")
+    assert lines[blank + 1] == ("Error: the creator address is required; type your own wallet's 0x address "
+                                "(you own the agent)")
+    assert "(got '0x12'); type it again" in lines[blank + 3]
+    assert "--" not in transcript  # no flag is named inside the wizard
+    # The wallet and the migrations are logged at info: not on the terminal during the wizard.
+    assert "automaton_min." not in transcript and "applied migration" not in transcript
+    assert lines[-1].startswith("Next, with gemma-3-270m on your own server: automaton-min run")
+    assert home.wallet_path.is_file()
+
+
+def test_wizard_on_a_set_up_home_says_it_changes_it(set_up):
+    result = run_detached("setup", input="\n" * 10)
+    assert result.code == 0, result.stderr
+    assert result.stdout.startswith(f"This changes the automaton in {set_up.root}: ")
+    assert "it keeps its wallet" in result.stdout.splitlines()[0]
 
 
 def test_interactive_does_not_ask_for_values_given_as_flags(home):

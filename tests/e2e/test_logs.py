@@ -141,3 +141,140 @@ def test_follow_ends_quietly_when_its_reader_goes_away(set_up, follower):
     assert watcher.proc.wait(timeout=30) != 0
     stderr = watcher.proc.stderr.read()
     assert stderr == "", stderr
+
+
+# ------------------------------------------------------------------ how each turn ended, from the real agent loop
+
+
+@pytest.fixture
+def model():
+    from standins.model_servers import OpenAIServer
+
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
+
+
+def later(clock, reply):
+    """A scripted answer given a second after the last one, so turns have distinct times as in a real run."""
+    def answer(body):
+        clock.advance(1000)
+        return reply(body) if callable(reply) else reply
+    return answer
+
+
+def call(name: str, **arguments) -> tuple[str, str, str]:
+    return ("call_0", name, json.dumps(arguments))
+
+
+def endings_shown(cli) -> list[str]:
+    result = cli("logs")
+    assert result.code == 0, result.stderr
+    return [line.strip() for line in result.stdout.splitlines() if line.startswith("    ended: ")]
+
+
+def test_logs_tells_how_each_turn_ended_idle_failed_went_on_slept(agent_for, model, clock, cli):
+    from standins.loopback_http import Reply
+    from standins.model_servers import openai_answer
+
+    agent = agent_for()
+    model.script(later(clock, openai_answer("Nothing to do yet.")))
+    agent.loop.run_cycle("test")
+    model.script(later(clock, Reply(400, {"error": {"message": "bad request: unknown parameter seed"}})),
+                 later(clock, openai_answer(None, [call("exec", command="echo hi")])),
+                 later(clock, openai_answer("Done.", [call("sleep", duration_seconds=600,
+                                                           reason="waiting for my creator")])))
+    agent.loop.run_cycle("test")
+
+    idle, failed, went_on, slept = endings_shown(cli)
+    assert idle == "ended: idle (answered without using a tool); slept 60 s"
+    assert failed.startswith("ended: failed: ") and "bad request: unknown parameter seed" in failed
+    assert went_on == "ended: went on to the next turn"
+    assert slept == "ended: slept 600 s: waiting for my creator"
+    header = next(line for line in cli("logs").stdout.splitlines() if "(the turn failed" in line)
+    assert "running <- wakeup" in header
+
+    shown = [json.loads(line) for line in cli("logs", "--json").stdout.splitlines()]
+    assert [turn["ending"]["ended"] for turn in shown] == ["idle", "failed", "went on", "slept"]
+    assert [turn["failed"] for turn in shown] == [False, True, False, False]
+    assert shown[3]["ending"] == {"ended": "slept", "seconds": 600, "reason": "waiting for my creator"}
+
+
+def test_logs_tells_a_turn_the_budget_refused_and_five_failures_in_a_row(agent_for, model, clock, cli, home):
+    from standins.loopback_http import Reply
+    from standins.model_servers import openai_answer
+
+    from automaton_min.store.db import open_database
+    from automaton_min.treasury.spend import SpendTracker
+
+    agent = agent_for(treasuryPolicy={"maxInferenceDailyCents": 60})  # 10 cents an hour
+
+    def spend_the_hour(body):
+        with open_database(home.default_db_path, now=clock) as other:
+            SpendTracker(other, clock).record("inference", 11, "inference")
+        return openai_answer(None, [call("exec", command="true")])
+
+    model.script(later(clock, spend_the_hour))
+    agent.loop.run_cycle("test")
+    went_on, refused = endings_shown(cli)
+    assert went_on == "ended: went on to the next turn"
+    assert refused.startswith("ended: refused: no inference allowed (") and refused.endswith("); slept 600 s")
+
+    other = agent_for(treasuryPolicy=None)
+    clock.advance(3_600_000)
+    model.script(*(later(clock, Reply(400, {"error": {"message": f"bad request {n}"}})) for n in range(5)))
+    other.loop.run_cycle("test")
+    *_, fifth = endings_shown(cli)
+    assert fifth.startswith("ended: failed: ") and "bad request 4" in fifth
+    assert fifth.endswith("; then slept 300 s: 5 turns failed in a row")
+
+
+def test_logs_says_a_turn_the_runtime_stopped_after(agent_for, model, clock, cli):
+    import threading
+
+    from standins.model_servers import openai_answer
+
+    agent = agent_for()
+    stop = threading.Event()
+
+    def stopped_meanwhile(body):  # SIGTERM while the model thinks: the turn finishes, no other starts
+        stop.set()
+        return openai_answer(None, [call("exec", command="true")])
+
+    model.script(later(clock, stopped_meanwhile))
+    agent.loop.run_cycle("test", stop, threading.Event())
+    assert endings_shown(cli) == ["ended: stopped: the runtime is stopping"]
+
+
+def test_logs_reads_a_database_from_before_endings_were_recorded(cli, set_up):
+    add_turn(set_up, 1)
+    connection = apsw.Connection(str(set_up.default_db_path))
+    with connection:  # what a database migrated by an earlier automaton-min looks like (logs opens it read-only)
+        connection.execute("ALTER TABLE turns DROP COLUMN ending; DROP TABLE failed_turns;"
+                           " DELETE FROM schema_version WHERE name = 'turn_endings'")
+    connection.close()
+    result = cli("logs")
+    assert result.code == 0, result.stderr
+    assert "thought number 1" in result.stdout and "ended:" not in result.stdout
+    assert json.loads(cli("logs", "--json").stdout)["ending"] is None
+
+
+def test_follow_shows_a_failed_turn_before_its_retry_in_the_same_millisecond(set_up, follower):
+    add_turn(set_up, 1)
+    watcher = follower()
+    assert watcher.next_turn()["id"] == "turn-0001"
+    stamp = "2026-11-22T10:00:02.000Z"
+    connection = apsw.Connection(str(set_up.default_db_path))
+    with connection:  # turn-0002 failed twice and its retry (same id, same millisecond) went through
+        for failure in ("F1", "F2"):
+            connection.execute("INSERT INTO failed_turns (id, turn_id, timestamp, state, input_source, ending)"
+                               " VALUES (?, 'turn-0002', ?, 'running', 'wakeup', ?)",
+                               (failure, stamp, json.dumps({"ended": "failed", "error": f"boom {failure}"})))
+        connection.execute("INSERT INTO turns (id, timestamp, state, input_source, thinking, ending)"
+                           " VALUES ('turn-0002', ?, 'running', 'wakeup', 'third time lucky', ?)",
+                           (stamp, json.dumps({"ended": "went on"})))
+    connection.close()
+    seen = [watcher.next_turn() for _ in range(3)]
+    assert [(turn["id"], turn["failed"]) for turn in seen] == [("F1", True), ("F2", True), ("turn-0002", False)]
+    assert seen[0]["turnId"] == "turn-0002" and seen[1]["ending"]["error"] == "boom F2"
+    add_turn(set_up, 3)
+    assert watcher.next_turn()["id"] == "turn-0003"
