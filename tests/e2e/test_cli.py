@@ -701,8 +701,9 @@ def test_doctor_passes_on_a_set_up_home(cli, set_up):
     assert report["ok"] is True
     assert report["checks"], "doctor must report its checks"
     for check in report["checks"]:
-        assert set(check) == {"name", "ok", "detail", "fix"}
+        assert set(check) == {"name", "ok", "detail", "fix", "state"}
         assert isinstance(check["name"], str) and isinstance(check["detail"], str) and isinstance(check["fix"], str)
+        assert check["state"] in ({"ok", "off", "skip"} if check["ok"] else {"fail"})
         assert check["ok"] is True
     names = {check["name"] for check in report["checks"]}
     assert {"home", "config", "wallet", "constitution", "soul", "database integrity"} <= names
