@@ -1,5 +1,6 @@
 """Asking a model's endpoint, before a run, whether it will work: which endpoint serves the model, whether it
-answers and lists the model (``GET /v1/models``), and one tiny completion. ``doctor`` and the setup wizard use it.
+answers and lists the model (``GET /v1/models``), its window, and one tiny completion. ``doctor`` and the setup
+wizard's model step use it.
 
 A tiny completion costs nothing on a local endpoint (a loopback, private or link-local address, ``localhost``, a
 ``.local`` name, or Ollama); elsewhere it may cost money, so callers make it there only when the user asks.
@@ -18,7 +19,8 @@ from automaton_min.inference.providers import OPENAI_API, Providers
 from automaton_min.inference.refusals import config_fix
 from automaton_min.inference.registry import ModelInfo
 from automaton_min.inference.server_limits import PROBE_TIMEOUT_S, server_root
-from automaton_min.inference.types import ChatRequest, Message
+from automaton_min.inference.types import ChatRequest, InferenceError, Message
+from automaton_min.inference.windows import Window
 from automaton_min.net.http import HttpError, Response, request as plain_request
 
 Send = Callable[..., Response]
@@ -110,3 +112,34 @@ def _auth(endpoint: Endpoint, config: Mapping[str, Any]) -> dict[str, str]:
         return {"Authorization": config.get("conwayApiKey") or ""}
     key = config.get("openaiApiKey") if endpoint.kind in ("compatible", "openai") else None
     return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What the setup wizard found out about a model on an OpenAI-compatible server."""
+
+    local: bool
+    answered_ms: int | None  # None: not tried (it may charge) or it failed (``error``)
+    error: str | None
+    window: Window | None
+
+
+def server_models(base_url: str, api_key: str | None, send: Send = plain_request) -> tuple[str, ...] | None:
+    """The model ids an OpenAI-compatible server lists, or None when it lists none; ``NetworkError`` when it
+    does not answer."""
+    return list_models(Endpoint("compatible", base_url, is_local_url(base_url)), {"openaiApiKey": api_key}, send).ids
+
+
+def try_model(base_url: str, api_key: str | None, model_id: str, send: Send = plain_request) -> Trial:
+    """One tiny request (on a local server only) and the window the server says, for ``model_id``."""
+    config = {"openaiBaseUrl": base_url, "openaiApiKey": api_key}
+    providers = Providers(config, lambda service: send, probe=send)
+    model = ModelInfo(model_id, "openai-compatible", model_id)
+    endpoint = endpoint_for(config, providers, model)
+    answered_ms, error = None, None
+    if endpoint.local:
+        try:
+            answered_ms = tiny_completion(providers, model, endpoint)
+        except InferenceError as exc:
+            error = str(exc)
+    return Trial(endpoint.local, answered_ms, error, providers.context_window(model))

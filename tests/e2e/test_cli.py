@@ -379,8 +379,8 @@ def test_setup_bad_value_changes_nothing_in_an_existing_home(cli, set_up):
 
 def interview(*, name="ada", genesis="Earn your keep.", creator=CREATOR, message="", sandbox="", model="",
               base_url="", openai_key="", anthropic_key="", conway_key="") -> str:
-    """The ten answers of the wizard, in the order it asks them."""
-    answers = [name, genesis, creator, message, sandbox, model, base_url, openai_key, anthropic_key, conway_key]
+    """The ten answers of the wizard, in the order it asks them (the model after its server and key)."""
+    answers = [name, genesis, creator, message, sandbox, base_url, openai_key, model, anthropic_key, conway_key]
     return "\n".join(answers) + "\n"
 
 
@@ -465,9 +465,9 @@ def test_interactive_api_keys_are_not_echoed_on_a_terminal(home):
         ("Creator address", CREATOR),
         ("Message for its first run", visible_message),
         ("Conway sandbox id", ""),
-        ("Inference model", ""),
         ("OpenAI-compatible base URL", ""),
         ("OpenAI API key", OPENAI_KEY),
+        ("Inference model", ""),
         ("Anthropic API key", anthropic),
         ("Conway API key", ""),
     ])
