@@ -7,10 +7,10 @@
 - Lower tiers also get fewer output tokens and a smaller context budget (low-compute mode).
 - The context window (``window``, ``inference/windows.py``): ``modelStrategy.contextWindow`` when set, else what
   the local server serving the model says (``describe``: llama.cpp ``/props``, vLLM ``/v1/models``, Ollama
-  ``/api/show``), else what the server named in a refusal (this run or an earlier one), else the registry's. A model the registry
-  does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0: right for a local
-  server, which costs nothing; a paid provider without a configured price is logged once). The output limit
-  is at most a quarter of a small window, so the prompt keeps room.
+  ``/api/show``), else what the server named in a refusal (this run or an earlier one), else the registry's.
+  A model the registry does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0:
+  right for a local server, which costs nothing; a paid provider without a configured price is logged once).
+  The output limit is at most a quarter of a small window, so the prompt keeps room.
 - When a server refuses a prompt as too long (``ContextTooLong``), ``shrink_context`` gives a smaller budget
   for that model, from the server's own numbers when it sent them; it is remembered for later turns, and the
   window the server named is kept for later runs.
