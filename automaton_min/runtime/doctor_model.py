@@ -2,15 +2,15 @@
 
 The model: which endpoint serves it, whether that endpoint answers and lists the model, its window and where the
 window came from, and one tiny completion: always on a local endpoint, on one that may charge only with
-``--try-model``. A part the user did not configure (no model provider yet, no Conway key, no relay) is "off", never
-a failure.
+``--try-model``. A part the user did not configure (no model provider yet; the remote parts of ``runtime/parts.py``:
+no Conway key, no relay) is "off", never a failure.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from automaton_min.config import Config, db_path
+from automaton_min.config import DEFAULTS, Config, db_path
 from automaton_min.errors import AutomatonError
 from automaton_min.inference.model_check import (PAID_TOKENS, Endpoint, Listing, endpoint_for, list_models,
                                                  listing_problem, tiny_completion)
@@ -23,27 +23,29 @@ from automaton_min.inference.windows import Window
 from automaton_min.inference.wire_common import ProviderUnreachable, one_line
 from automaton_min.net.http import NetworkError, Response, request as plain_request
 from automaton_min.runtime.doctor import Check
+from automaton_min.runtime.parts import OFF_BECAUSE, describe, parts_of
 from automaton_min.store.db import open_database
 
 Send = Callable[..., Response]
 PROVIDER_KEYS = ("openaiBaseUrl", "ollamaBaseUrl", "openaiApiKey", "anthropicApiKey", "conwayApiKey")
 SET_UP_A_MODEL = ("set your model server: automaton-min config set openaiBaseUrl http://127.0.0.1:8080/v1 "
                   "(and inferenceModel), or get a Conway key: automaton-min provision")
+TURN_ON = {"conway": "automaton-min provision",
+           "relay": f"automaton-min config set socialRelayUrl {DEFAULTS['socialRelayUrl']}"}
 _REACH_FIX = {"compatible": "start the model server, or correct openaiBaseUrl",
               "ollama": "start Ollama (ollama serve), or correct ollamaBaseUrl",
               "conway": "check the network, or correct conwayApiUrl"}
 
 
 def part_checks(config: Config) -> list[Check]:
-    """The Conway account and the social relay: on (not contacted here) or off."""
-    get = config.get
-    conway = (Check("conway", True, f"{get('conwayApiUrl')}, key set (not contacted)") if get("conwayApiKey") else
-              Check("conway", True, "off: no conwayApiKey (no credits, Conway sandboxes or Conway models)",
-                    "automaton-min provision", state="off"))
-    relay = (Check("social relay", True, f"{get('socialRelayUrl')} (not contacted)") if get("socialRelayUrl") else
-             Check("social relay", True, "off: socialRelayUrl is empty (no messages to or from other agents)",
-                   "automaton-min config set socialRelayUrl https://social.conway.tech", state="off"))
-    return [conway, relay]
+    """The remote parts a run may use (``runtime/parts.py``): on (not contacted here) or off by the configuration."""
+    checks = []
+    for name, url in parts_of(config).items():
+        if url is None:
+            checks.append(Check(name, True, f"off: {OFF_BECAUSE[name]}", TURN_ON[name], state="off"))
+        else:
+            checks.append(Check(name, True, f"{describe(name)}: {url} (not contacted)"))
+    return checks
 
 
 def model_checks(home: Any, config: Config, *, try_model: bool, send: Send = plain_request) -> list[Check]:

@@ -43,7 +43,7 @@ def test_a_local_server_is_asked_everything_and_answers_one_tiny_request(cli, ho
     assert checks["model server"]["state"] == checks["model listed"]["state"] == checks["model answers"]["state"] == "ok"
     assert checks["model window"]["detail"] == "4,096 tokens, from the server (llama.cpp's /props)"
     assert tiny.body["max_tokens"] == 1 and len(tiny.body["messages"]) == 1
-    assert (checks["conway"]["state"], checks["social relay"]["state"]) == ("off", "off")
+    assert (checks["conway"]["state"], checks["relay"]["state"], checks["rpc"]["state"]) == ("off", "off", "ok")
     assert checks["conway"]["ok"] and "automaton-min provision" in checks["conway"]["fix"]
 
 
