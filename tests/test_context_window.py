@@ -1,5 +1,6 @@
-"""How much context a model gets: from config, from the local server (llama.cpp /props, Ollama /api/show), from
-the registry; and what a context overflow does: a smaller budget, remembered, and one retry in the same turn."""
+"""How much context a model gets: from config, from the local server (llama.cpp /props, vLLM /v1/models, Ollama
+/api/show), from an earlier refusal, from the registry; and what a context overflow does: the window learnt and kept,
+a smaller budget, and one retry in the same turn, rebuilt for that window."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from automaton_min.inference.router import Router
 from automaton_min.inference.types import ContextTooLong, Message
 from automaton_min.net.http import request
 from automaton_min.runtime.agent_runtime import build_agent
-from conftest import CREATOR
+from conftest import CREATOR, keep_offline
 from standins.loopback_http import Reply
 from standins.model_servers import OpenAIServer, openai_answer
 
@@ -71,7 +72,19 @@ def test_ollama_behind_openai_base_url_is_asked_after_props(db, clock) -> None:
     with OpenAIServer(mode="ollama", show={"qwen3:0.6b": ollama_show(40960, "num_ctx 2048")}) as server:
         route = router_for(db, clock, inferenceModel="qwen3:0.6b", openaiBaseUrl=server.url + "/v1").plan("normal")
         asked = [r.path for r in server.all_requests]
-    assert route.model.context_window == 2048 and asked == ["/props", "/api/show"]
+    assert route.model.context_window == 2048 and asked == ["/props", "/v1/models", "/api/show"]
+
+
+def test_vllm_max_model_len_gives_the_window_and_the_key_goes_with_the_question(db, clock) -> None:
+    entry = {"id": "Qwen/Qwen3-0.6B", "object": "model", "owned_by": "vllm", "root": "Qwen/Qwen3-0.6B", "max_model_len": 4096}
+    with OpenAIServer(api_key="vllm-key", models=[{"id": "other", "max_model_len": 32768}, entry]) as server:
+        router = router_for(db, clock, inferenceModel="Qwen/Qwen3-0.6B", openaiBaseUrl=server.url + "/v1",
+                            openaiApiKey="vllm-key")
+        route = router.plan("normal")
+        [listing] = [r for r in server.all_requests if r.path == "/v1/models"]
+    assert route.model.context_window == 4096 and route.max_tokens == 1024
+    assert listing.headers.get("Authorization") == "Bearer vllm-key"
+    assert "vLLM's max_model_len" in router.window(route.model).source
 
 
 def test_config_window_wins_and_a_silent_server_leaves_the_registry_default(db, clock) -> None:
@@ -122,6 +135,19 @@ def test_an_overflow_shrinks_the_budget_from_the_servers_numbers_and_it_is_remem
     assert later.context_budget == smaller.context_budget and later.model.context_window == 8192
 
 
+def test_a_window_named_in_a_refusal_is_kept_for_the_next_run_unless_the_server_says_one(db, clock) -> None:
+    first = router_for(db, clock, inferenceModel="gemma", openaiBaseUrl="http://127.0.0.1:9")
+    first.shrink_context(first.plan("normal"), ContextTooLong("too long", prompt_tokens=5000, context_tokens=4096),
+                         (Message("user", "u" * 8000),))
+    later = router_for(db, clock, inferenceModel="gemma", openaiBaseUrl="http://127.0.0.1:9")  # a restart
+    route = later.plan("normal")
+    assert (route.model.context_window, route.max_tokens) == (4096, 1024)
+    assert later.window(route.model).source.startswith("the server's refusal of a longer prompt (at 2026-11-22")
+    with OpenAIServer(mode="llamacpp", props=LLAMACPP_PROPS) as server:  # restarted with 8,192: it says so
+        told = router_for(db, clock, inferenceModel="gemma", openaiBaseUrl=server.url).plan("normal")
+    assert told.model.context_window == 8192
+
+
 def test_an_overflow_without_numbers_halves_what_was_sent(db, clock) -> None:
     router = router_for(db, clock, inferenceModel="gemma", openaiBaseUrl="http://127.0.0.1:9")
     route = router.plan("normal")
@@ -151,3 +177,70 @@ def test_the_loop_retries_an_overflowing_turn_once_with_less_context(cli, home, 
     assert first.turns == 4 and stored == 5 and "error" not in first.reason  # no failed turn, no error sleep
     assert sizes[4] < sizes[3]  # the same turn, retried with less history
     assert sizes[5] <= sizes[4] + 2 and second.turns == 1  # remembered: the next cycle starts small
+
+
+def llama_cpp_python(window: int, answer: dict, refused: list[int]):
+    """llama-cpp-python's server started with ``--n_ctx window`` (it has no /props): a request whose prompt and
+    completion do not fit is refused in its words, with its numbers (its prompt counted as a quarter of the JSON
+    bytes of the messages and tools) and its size noted in ``refused``; one that fits gets ``answer``."""
+    def reply(body: dict) -> dict | Reply:
+        prompt, completion = len(orjson.dumps([body["messages"], body.get("tools")])) // 4, body["max_tokens"]
+        if prompt + completion <= window:
+            return answer
+        refused.append(prompt + completion)
+        return Reply(400, {"error": {"type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+                                     "message": f"This model's maximum context length is {window} tokens. However, you "
+                                                f"requested {prompt + completion} tokens ({prompt} in the messages, "
+                                                f"{completion} in the completion). Please reduce the length of the "
+                                                "messages or completion."}})
+    return reply
+
+
+def test_a_context_refusal_is_learnt_and_the_same_turn_succeeds_with_no_last_error(cli, home, clock) -> None:
+    haiku = openai_answer(None, [("call_0", "write_file", json.dumps({"path": "haiku.txt", "content": "waves fold on grey sand"})),
+                                 ("call_1", "sleep", json.dumps({"duration_seconds": 600, "reason": "the haiku is written"}))])
+    refused: list[int] = []
+    with OpenAIServer(mode="llamacpp") as model:
+        model.script(*(llama_cpp_python(4096, haiku, refused) for _ in range(3)))
+        setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write a haiku about the sea into haiku.txt, then sleep.",
+                    "--creator-address", CREATOR, "--openai-base-url", model.url + "/v1", "--inference-model", "gemma-3-270m",
+                    "--yes")
+        assert setup.code == 0, setup.stderr
+        keep_offline(home)
+        for run in range(2):  # a run, then a restart
+            agent = build_agent(home, load_config(home, {}), now=clock)
+            try:
+                cycle = agent.loop.run_cycle("test")
+            finally:
+                agent.sandbox.close()
+                agent.db.close()
+            assert cycle.turns == 1 and cycle.reason == "the haiku is written"
+            clock.advance(601_000)
+        sent = [len(orjson.dumps(r.body)) for r in model.requests]
+        restart = model.requests[2].body
+    status = json.loads(cli("status", "--json").stdout)
+    assert len(sent) == 3 and len(refused) == 1  # refused once, then accepted in the same turn; after the restart it fits
+    assert model.rejections == []
+    assert sent[1] < sent[0] * 0.6  # rebuilt for 4,096 tokens: the compact prompt and tools
+    assert restart["max_tokens"] == 1024 and len(restart["tools"]) == len(model.requests[1].body["tools"])  # kept
+    assert (home.root / "workspace" / "haiku.txt").read_text() == "waves fold on grey sand"
+    assert status["lastError"] is None
+
+
+def test_the_running_agent_reads_vllms_window_before_its_first_request(cli, home, clock) -> None:
+    sleep = openai_answer(None, [("call_0", "sleep", json.dumps({"duration_seconds": 600, "reason": "nothing to do"}))])
+    with OpenAIServer(models=[{"id": "Qwen/Qwen3-0.6B", "object": "model", "max_model_len": 4096}]) as model:
+        model.script(sleep)
+        setup = cli("setup", "--name", "ada", "--genesis-prompt", "Keep notes.", "--creator-address", CREATOR,
+                    "--openai-base-url", model.url + "/v1", "--inference-model", "Qwen/Qwen3-0.6B", "--yes")
+        assert setup.code == 0, setup.stderr
+        keep_offline(home)
+        agent = build_agent(home, load_config(home, {}), now=clock)
+        try:
+            cycle = agent.loop.run_cycle("test")
+        finally:
+            agent.sandbox.close()
+            agent.db.close()
+        [first] = model.requests
+    assert cycle.turns == 1 and model.rejections == []
+    assert first.body["max_tokens"] == 1024 and len(orjson.dumps(first.body)) // 4 + 1024 <= 4096  # compact, fits

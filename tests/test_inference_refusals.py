@@ -22,6 +22,11 @@ OPENAI_OVERFLOW = Reply(400, {"error": {"type": "invalid_request_error", "code":
                                         "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages."}})
 VLLM_OVERFLOW = Reply(400, {"object": "error", "type": "BadRequestError", "code": 400,
                             "message": "This model's maximum context length is 2048 tokens. However, you requested 2300 tokens (2044 in the messages, 256 in the completion)."})
+VLLM_INPUT_OVERFLOW = Reply(400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                  "message": "This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens. Please reduce the length of the input messages."})
+VLLM_AT_LEAST_OVERFLOW = Reply(400, {"error": {"object": "error", "type": "BadRequestError", "code": 400, "param": None,
+                                               "message": "This model's maximum context length is 4096 tokens. However, you requested 1024 output tokens and your prompt contains at least 3073 input tokens, for a total of at least 4097 tokens. Please reduce the length of the input prompt or the number of requested output tokens."}})
+LLAMA_CPP_PYTHON_RAW = Reply(400, {"error": {"message": "Requested tokens (5573) exceed context window of 4096", "type": "invalid_request_error"}})
 
 
 def chat(server: OpenAIServer, provider_name: str = "openai-compatible") -> None:
@@ -32,7 +37,10 @@ def chat(server: OpenAIServer, provider_name: str = "openai-compatible") -> None
     (LLAMACPP_OVERFLOW, 4476, 4096),
     (LLAMACPP_OLD_OVERFLOW, None, None),
     (OPENAI_OVERFLOW, 9100, 8192),
-    (VLLM_OVERFLOW, 2300, 2048),
+    (VLLM_OVERFLOW, 2044, 2048),  # the messages' count, not messages and completion together
+    (VLLM_INPUT_OVERFLOW, 5000, 4096),
+    (VLLM_AT_LEAST_OVERFLOW, 3073, 4096),
+    (LLAMA_CPP_PYTHON_RAW, 5573, 4096),
 ])
 def test_context_overflows_are_recognized_with_the_numbers_the_server_gave(answer, prompt, window) -> None:
     with OpenAIServer(mode="llamacpp") as server:

@@ -33,7 +33,7 @@ from automaton_min.clock import Clock, from_iso, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
-from automaton_min.inference.types import ContextTooLong, InferenceError, Message
+from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ToolSchema
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.observe.log import get_logger, scrub
@@ -320,27 +320,31 @@ class AgentLoop:
     def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
                turn_id: str, wake_note: str | None = None) -> RoutedResult | BudgetDenied:
         """Assemble the context within the route's budget and call the model. When the server says the prompt is
-        too long, the router shrinks that model's budget (for good) and this turn retries once with less."""
-        compact = is_compact(self.config, route.model.context_window)
+        too long, the router learns the window it named and shrinks that model's budget (for good), and this turn
+        is rebuilt for that window (compact mode in a small one) and retried once."""
         parts = self.hooks.prompt_parts()
-        system = system_prompt(self.identity, soul=parts.get("soul"), genesis=parts.get("genesis"),
-                               constitution=parts.get("constitution"), clean=self.hooks.clean_instruction, compact=compact)
         creator_message = parts.get("creator_message")
         notes = [creator_note(creator_message, self.hooks.clean_instruction)] if first_run and creator_message else []
         notes += [wake_note] if wake_note else []
-        tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
 
-        def build(route: Route) -> AssembledContext:
-            return self.context.build(route, system=system, tools=tools, status=status_block(status), pending=message,
-                                      notes=notes, turn_id=turn_id, tier=tier, cancel=self._abandon)
+        def build(route: Route) -> tuple[AssembledContext, tuple[ToolSchema, ...]]:
+            compact = is_compact(self.config, route.model.context_window)
+            system = system_prompt(self.identity, soul=parts.get("soul"), genesis=parts.get("genesis"),
+                                   constitution=parts.get("constitution"), clean=self.hooks.clean_instruction,
+                                   compact=compact)
+            tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
+            context = self.last_context = self.context.build(
+                route, system=system, tools=tools, status=status_block(status), pending=message, notes=notes,
+                turn_id=turn_id, tier=tier, cancel=self._abandon)
+            return context, tools
 
-        context = self.last_context = build(route)
+        context, tools = build(route)
         try:
             return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
                                      cancel=self._abandon)
         except ContextTooLong as exc:
             route = self.router.shrink_context(route, exc, context.messages, tools)
-            context = self.last_context = build(route)
+            context, tools = build(route)
             return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
                                      cancel=self._abandon)
 

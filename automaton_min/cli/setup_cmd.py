@@ -11,6 +11,7 @@ from automaton_min.cli.common import emit_json, emit_rows, home_of, with_home
 from automaton_min.config import DEFAULTS, Config, check_value, load_config
 from automaton_min.errors import UserError
 from automaton_min.home import Home
+from automaton_min.net.http import NetworkError
 from automaton_min.observe.log import configure_logging
 from automaton_min.runtime.genesis import (SetupAnswers, answer_problem, detect_sandbox_id, existing_config_values,
                                            setup_agent)
@@ -148,16 +149,58 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
         ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),
-        ("inference_model", "Inference model", "inferenceModel", False),
         ("openai_base_url", "OpenAI-compatible base URL (optional)", "openaiBaseUrl", False),
         ("openai_api_key", "OpenAI API key (optional)", "openaiApiKey", True),
+        ("inference_model", "Inference model", "inferenceModel", False),
         ("anthropic_api_key", "Anthropic API key (optional)", "anthropicApiKey", True),
         ("conway_api_key", "Conway API key (optional)", "conwayApiKey", True),
     )
     defaults = {"sandbox_id": current.get("sandboxId", detect_sandbox_id()),
                 "inference_model": current.get("inferenceModel", DEFAULTS["inferenceModel"])}
+    answering = True  # the model server, if one is named, answers (the model step asks it)
     for field, text, key, secret in prompts:
+        server = optional["openai_base_url"] if field == "inference_model" else None
+        if server:
+            defaults[field], answering = _show_models(server, optional["openai_api_key"] or current.get("openaiApiKey"),
+                                                      defaults[field])
         if optional[field] is None:
             default = defaults.get(field, "" if secret else current.get(key, ""))
             optional[field] = _ask(text, default, key, secret=secret, optional=True) or (None if secret else "")
+        if server and answering:
+            _try_model(server, optional["openai_api_key"] or current.get("openaiApiKey"),
+                       optional[field] or defaults[field])
     return asked
+
+
+def _show_models(url: str, api_key: str | None, default: str) -> tuple[str, bool]:
+    """Say which models the server has; the model to offer, and whether the server answered."""
+    from automaton_min.inference.model_check import server_models
+
+    try:
+        ids = server_models(url, api_key)
+    except NetworkError as exc:
+        click.echo(f"  {url} does not answer ({exc}); start the server, then check the model with: automaton-min doctor")
+        return default, False
+    if not ids:
+        click.echo(f"  {url} lists no models")
+        return default, True
+    click.echo(f"  {url} has: {', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''}")
+    return (default if default in ids else ids[0]), True
+
+
+def _try_model(url: str, api_key: str | None, model: str) -> None:
+    """One tiny request to the model (on a local server) and the window the server says."""
+    from automaton_min.inference.model_check import try_model
+
+    trial = try_model(url, api_key, model)
+    if not trial.local:
+        click.echo(f"  {model}: not tried, as that server may charge for a request")
+    elif trial.error:
+        click.echo(f"  {model} did not answer: {trial.error}")
+    else:
+        click.echo(f"  {model} answered in {trial.answered_ms:,} ms")
+    if trial.window:
+        click.echo(f"  its window: {trial.window.tokens:,} tokens, from {trial.window.source}")
+    else:
+        click.echo("  the server does not say its window; the agent learns it from the server's first refusal of a "
+                   "longer prompt")

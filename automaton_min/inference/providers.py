@@ -22,6 +22,7 @@ from automaton_min.inference.anthropic import AnthropicProvider
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.registry import ModelInfo
 from automaton_min.inference.types import ChatRequest, ChatResult, ModelUnusable
+from automaton_min.inference.windows import Window
 from automaton_min.net.http import NetworkError, Response, request as plain_request, request_to_finish
 from automaton_min.observe.log import get_logger
 
@@ -57,7 +58,7 @@ class Providers:
         self.send_for = send_for
         self.probe = probe  # one plain attempt for the context-window questions, no retries
         self._built: dict[str, Provider] = {}
-        self._windows: dict[str, int | None] = {}
+        self._windows: dict[str, Window | None] = {}
 
     def __call__(self, model: ModelInfo, request: ChatRequest) -> ChatResult:
         return self.provider_for(model).chat(request)
@@ -68,33 +69,49 @@ class Providers:
             self._built[kind] = self._build(kind)
         return self._built[kind]
 
-    def context_window(self, model: ModelInfo) -> int | None:
-        """The context a local server gives ``model`` (llama.cpp ``/props``, else Ollama ``/api/show``), or None
-        when it is not a local server or it does not say. Answers are remembered; an unreachable server is
-        asked again next time."""
-        from automaton_min.inference.server_limits import llamacpp_context, ollama_context
-
+    def context_window(self, model: ModelInfo) -> Window | None:
+        """The context a local server gives ``model``, and which question told it (llama.cpp ``/props``, vLLM's
+        ``/v1/models``, Ollama's ``/api/show``), or None when it is not a local server or it does not say.
+        Answers are remembered; an unreachable server is asked again next time."""
         if model.model_id in self._windows:
             return self._windows[model.model_id]
         try:
             kind = self.kind_for(model)
         except ModelUnusable:
             return None  # the call itself will say so, with the fix
-        base = self.config.get("ollamaBaseUrl" if kind == "ollama" else "openaiBaseUrl")
         try:
-            if kind == "ollama":
-                window = ollama_context(base, model.model_id, self.probe)
-            elif kind == "compatible":  # llama.cpp, or Ollama's /v1 given as openaiBaseUrl
-                window = llamacpp_context(base, self.probe) or ollama_context(base, model.model_id, self.probe)
-            else:
-                window = None
+            window = self._ask_window(kind, model.model_id)
         except NetworkError as exc:
             log.info("could not ask the model server for its context size", extra={"model": model.model_id, "error": str(exc)})
             return None
         self._windows[model.model_id] = window
         if window:
-            log.info("context size from the model server", extra={"model": model.model_id, "context_tokens": window})
+            log.info("context size from the model server", extra={"model": model.model_id, "context_tokens": window.tokens,
+                                                                   "source": window.source})
         return window
+
+    def _ask_window(self, kind: str, model_id: str) -> Window | None:
+        from automaton_min.inference.server_limits import llamacpp_context, ollama_context, vllm_context
+
+        if kind == "ollama":
+            tokens = ollama_context(self.config.get("ollamaBaseUrl"), model_id, self.probe)
+            return Window(tokens, "the server (Ollama's /api/show)") if tokens else None
+        if kind != "compatible":
+            return None
+        base = self.config.get("openaiBaseUrl")  # llama.cpp, vLLM, or Ollama's /v1 given as openaiBaseUrl
+        questions = (("llama.cpp's /props", lambda: llamacpp_context(base, self.probe)),
+                     ("vLLM's max_model_len in /v1/models", lambda: vllm_context(base, model_id, self.probe, self.auth())),
+                     ("Ollama's /api/show", lambda: ollama_context(base, model_id, self.probe)))
+        for name, ask in questions:
+            tokens = ask()
+            if tokens:
+                return Window(tokens, f"the server ({name})")
+        return None
+
+    def auth(self) -> dict[str, str]:
+        """The header an OpenAI-compatible server (``openaiBaseUrl``) wants, if a key is set."""
+        key = self.config.get("openaiApiKey")
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def kind_for(self, model: ModelInfo) -> str:
         """``ollama``, ``anthropic``, ``compatible``, ``openai`` or ``conway`` (the rules in the module doc)."""

@@ -6,8 +6,12 @@ Context overflows, as the servers say them (HTTP 400, or 413 from some proxies):
 * llama.cpp: ``{"error": {"type": "exceed_context_size_error", "message": "request (4476 tokens) exceeds the
   available context size (4096 tokens)", "n_prompt_tokens": 4476, "n_ctx": 4096}}``; older builds: "the request
   exceeds the available context size, try increasing it";
-* OpenAI and vLLM: code ``context_length_exceeded``, "This model's maximum context length is 8192 tokens.
-  However, your messages resulted in 9100 tokens";
+* OpenAI: code ``context_length_exceeded``, "This model's maximum context length is 8192 tokens. However, your
+  messages resulted in 9100 tokens";
+* vLLM and llama-cpp-python's server, after the same first sentence: "However, you requested 2300 tokens (2044 in
+  the messages, 256 in the completion)" (the prompt is the messages' count), "However, your request has 5000 input
+  tokens", or "However, you requested 1000 output tokens and your prompt contains at least 3097 input tokens";
+  llama-cpp-python's own wording: "Requested tokens (5573) exceed context window of 4096";
 * Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
 
 Configuration problems: 401 and 403 (the key is missing, wrong or not allowed) and 404 (no such model, or a
@@ -30,7 +34,11 @@ _OVERFLOW_PHRASES = ("context length", "context size", "context window", "maximu
 _NUMBERS = (
     (re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"), 1, 2),
     (re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"), 1, 2),
-    (re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", re.S), 2, 1),
+    (re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)"), 1, 2),
+    (re.compile(r"maximum context length is (\d+) tokens.*?\((\d+) in the messages", re.S), 2, 1),
+    (re.compile(r"maximum context length is (\d+) tokens.*?prompt contains at least (\d+) input tokens", re.S), 2, 1),
+    (re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|request has) (\d+) (?:input )?tokens",
+                re.S), 2, 1),
     (re.compile(r"maximum context length is (\d+) tokens"), 0, 1),
 )
 

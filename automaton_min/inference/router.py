@@ -5,13 +5,15 @@
   tiers; when a choice is disabled in the registry, the cheapest enabled model the
   tier may use stands in. The dead tier gets no inference.
 - Lower tiers also get fewer output tokens and a smaller context budget (low-compute mode).
-- The context window: ``modelStrategy.contextWindow`` when set, else what the local server serving the model
-  says (``describe``: llama.cpp ``/props``, Ollama ``/api/show``), else the registry's. A model the registry
-  does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0: right for a local
-  server, which costs nothing; a paid provider without a configured price is logged once). The output limit
-  is at most a quarter of a small window, so the prompt keeps room.
+- The context window (``window``, ``inference/windows.py``): ``modelStrategy.contextWindow`` when set, else what
+  the local server serving the model says (``describe``: llama.cpp ``/props``, vLLM ``/v1/models``, Ollama
+  ``/api/show``), else what the server named in a refusal (this run or an earlier one), else the registry's.
+  A model the registry does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0:
+  right for a local server, which costs nothing; a paid provider without a configured price is logged once).
+  The output limit is at most a quarter of a small window, so the prompt keeps room.
 - When a server refuses a prompt as too long (``ContextTooLong``), ``shrink_context`` gives a smaller budget
-  for that model, from the server's own numbers when it sent them; it is remembered for later turns.
+  for that model, from the server's own numbers when it sent them; it is remembered for later turns, and the
+  window the server named is kept for later runs.
 - Input tokens are cl100k_base tokens (``memory/tokens.py``). The context budget of a model that does not use
   cl100k (Gemma, Llama, anything local, the o200k GPT models) leaves ``safety_margin`` (10%) of its window
   unused, as our counts are not its tokenizer's.
@@ -44,6 +46,7 @@ from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable, ProviderError,
                                           ToolSchema)
+from automaton_min.inference.windows import ASSUMED, CONFIGURED, REFUSED, REGISTRY, LearnedWindows, Window
 from automaton_min.memory.tokens import EXACT_BAND, count_tokens, estimate_tokens, safety_margin
 from automaton_min.observe.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
@@ -79,7 +82,7 @@ MIN_OUTPUT_TOKENS = 256
 COUNT_BAND = EXACT_BAND
 
 Chat = Callable[[ModelInfo, ChatRequest], ChatResult]
-Describe = Callable[[ModelInfo], "int | None"]
+Describe = Callable[[ModelInfo], "Window | None"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,8 @@ class Router:
         self._served: set[str] = set()  # models that answered in this run: a later 401/403/404 is not the config
         self.timeouts = {**TASK_TIMEOUTS_S, **(timeouts or {})}
         self._context_caps: dict[str, int] = {}  # model id -> budget after a context overflow
-        self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow
+        self._server_windows: dict[str, int] = {}  # model id -> window a server named in an overflow (this run)
+        self.learned = LearnedWindows(db, now)
         self._price_warned: set[str] = set()
 
     # -- choosing ------------------------------------------------------------------------------
@@ -181,18 +185,22 @@ class Router:
             return BudgetDenied("model", f"no enabled model is allowed at the {tier} tier")
         if task_type == "agent_turn":  # both settings are caps; honour the smaller
             limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit), int(self._strategy("maxTokensPerTurn", limit)))
-        window = self._window(model)
+        window = self.window(model).tokens
         limit = min(limit, model.max_tokens, max(window // 4, MIN_OUTPUT_TOKENS))
         usable = window - math.ceil(window * safety_margin(model.model_id))
         budget = min(CONTEXT_BUDGET[tier], max(usable - limit, 0), self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
         return Route(replace(model, context_window=window), limit, budget, tier, task_type)
 
-    def _window(self, model: ModelInfo) -> int:
+    def window(self, model: ModelInfo) -> Window:
+        """``model``'s context window and where it came from (the order in ``inference/windows.py``)."""
         configured = int(self._strategy("contextWindow", 0) or 0)
         if configured > 0:
-            return configured
-        window = (self.describe(model) if self.describe is not None else None) or model.context_window
-        return min(window, self._server_windows.get(model.model_id, window))
+            return Window(configured, CONFIGURED)
+        told = self.describe(model) if self.describe is not None else None
+        known = self.registry.get(model.model_id) is not None
+        window = told or self.learned.get(model.model_id) or Window(model.context_window, REGISTRY if known else ASSUMED)
+        refused = self._server_windows.get(model.model_id)
+        return Window(refused, REFUSED) if refused and refused < window.tokens else window
 
     def shrink_context(self, route: Route, error: ContextTooLong, sent: tuple[Message, ...],
                        tools: tuple[ToolSchema, ...] = ()) -> Route:
@@ -204,8 +212,11 @@ class Router:
         model_id, max_tokens = route.model.model_id, route.max_tokens
         sent_tokens = prompt_tokens(sent, tools, count_tokens)  # rare: exact, to scale by the server's count
         reference = min(route.context_budget, sent_tokens)
+        model = route.model
         if error.context_tokens:
             self._server_windows[model_id] = min(error.context_tokens, self._server_windows.get(model_id, error.context_tokens))
+            self.learned.record(model_id, self._server_windows[model_id])
+            model = replace(model, context_window=min(model.context_window, error.context_tokens))
             max_tokens = min(max_tokens, max(error.context_tokens // 4, MIN_OUTPUT_TOKENS))
             room = max(error.context_tokens - max_tokens, 0)
             target = sent_tokens * room * 9 // (error.prompt_tokens * 10) if error.prompt_tokens else room
@@ -216,7 +227,7 @@ class Router:
         log.warning("the model's context was too long; using less from now on",
                     extra={"model": model_id, "sent_tokens": sent_tokens, "context_budget": budget,
                            "server_prompt_tokens": error.prompt_tokens, "server_context_tokens": error.context_tokens})
-        return replace(route, max_tokens=max_tokens, context_budget=budget)
+        return replace(route, model=model, max_tokens=max_tokens, context_budget=budget)
 
     def _strategy(self, key: str, default: Any) -> Any:
         strategy = self.config.get("modelStrategy") or {}

@@ -2,6 +2,8 @@
 
 * llama.cpp: ``GET {root}/props`` (public, no key): ``default_generation_settings.n_ctx`` (the context of one
   slot, which is what one request gets), or a top-level ``n_ctx`` in some builds.
+* vLLM: ``GET {root}/v1/models`` (with the key, if the server wants one): the model's entry has
+  ``max_model_len``.
 * Ollama: ``POST {root}/api/show`` with ``{"model": name}``: ``parameters`` (Modelfile text) may set
   ``num_ctx N``; ``model_info["<architecture>.context_length"]`` is what the model was trained for. Ollama
   runs a model with its own smaller default unless ``num_ctx`` (or ``OLLAMA_CONTEXT_LENGTH``) says otherwise
@@ -48,6 +50,21 @@ def _json(response: Response) -> dict[str, Any] | None:
     except HttpError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def list_models(base_url: str, send: Send, headers: dict[str, str] | None = None) -> list[dict[str, Any]] | None:
+    """The entries of ``GET {root}/v1/models`` (each has an ``id``), or None when the server lists none."""
+    data = _json(send("GET", f"{server_root(base_url)}/v1/models", headers=headers or {}, timeout=PROBE_TIMEOUT_S))
+    entries = data.get("data") if data is not None else None
+    if not isinstance(entries, list):
+        return None
+    return [entry for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
+
+
+def vllm_context(base_url: str, model: str, send: Send, headers: dict[str, str] | None = None) -> int | None:
+    """``max_model_len`` of ``model``'s entry in vLLM's ``GET /v1/models``."""
+    entry = next((e for e in list_models(base_url, send, headers) or [] if e["id"] == model), None)
+    return _positive(entry.get("max_model_len")) if entry is not None else None
 
 
 def llamacpp_context(base_url: str, send: Send) -> int | None:

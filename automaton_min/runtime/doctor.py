@@ -1,4 +1,7 @@
-"""``automaton-min doctor``: check the home, its files and the database, and say how to fix each problem."""
+"""``automaton-min doctor``: check the home, its files, the database and the model, and say how to fix each problem.
+
+Each check's ``state``: ``ok``; ``fail`` (the only state that makes doctor fail); ``off`` (a part the user did not
+configure); ``skip`` (not tried, and ``fix`` says how to try it)."""
 
 from __future__ import annotations
 
@@ -18,12 +21,16 @@ from automaton_min.store.migrations import current_version, latest_version
 
 @dataclass
 class Check:
-    """One finding: what was checked, whether it passed, and the fix when it did not."""
+    """One finding: what was checked, whether it passed, and the fix when it did not (or how to turn it on)."""
 
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    state: str = ""
+
+    def __post_init__(self) -> None:
+        self.state = self.state or ("ok" if self.ok else "fail")
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -41,8 +48,9 @@ def _mode_check(name: str, path: Path, wanted: int, *, exact: bool = False, dire
     return Check(name, good, detail, "" if good else f"chmod {wanted:o} {path}")
 
 
-def run_doctor(home: Home) -> list[Check]:
-    """Every check, in order; a check that cannot run reports why instead of raising."""
+def run_doctor(home: Home, *, try_model: bool = False) -> list[Check]:
+    """Every check, in order; a check that cannot run reports why instead of raising. ``try_model``: send the
+    tiny completion to a model endpoint that may charge for it too."""
     checks: list[Check] = []
     if home.root.exists() and not home.root.is_dir():
         return [Check("home", False, f"{home.root} is not a directory", "pass --home with a directory path")]
@@ -78,6 +86,11 @@ def run_doctor(home: Home) -> list[Check]:
     checks.extend(_database_checks(home, config, wallet_address))
     if config is not None and is_local_sandbox_id(config.get("sandboxId")):
         checks.extend(_confinement_checks(home, config))
+    if config is not None:
+        from automaton_min.runtime.doctor_model import model_checks, part_checks
+
+        checks.extend(model_checks(home, config, try_model=try_model))
+        checks.extend(part_checks(config))
     return checks
 
 

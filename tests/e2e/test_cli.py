@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -397,8 +398,8 @@ def test_setup_bad_value_changes_nothing_in_an_existing_home(cli, set_up):
 
 def interview(*, name="ada", genesis="Earn your keep.", creator=CREATOR, message="", sandbox="", model="",
               base_url="", openai_key="", anthropic_key="", conway_key="") -> str:
-    """The ten answers of the wizard, in the order it asks them."""
-    answers = [name, genesis, creator, message, sandbox, model, base_url, openai_key, anthropic_key, conway_key]
+    """The ten answers of the wizard, in the order it asks them (the model after its server and key)."""
+    answers = [name, genesis, creator, message, sandbox, base_url, openai_key, model, anthropic_key, conway_key]
     return "\n".join(answers) + "\n"
 
 
@@ -483,9 +484,9 @@ def test_interactive_api_keys_are_not_echoed_on_a_terminal(home):
         ("Creator address", CREATOR),
         ("Message for its first run", visible_message),
         ("Conway sandbox id", ""),
-        ("Inference model", ""),
         ("OpenAI-compatible base URL", ""),
         ("OpenAI API key", OPENAI_KEY),
+        ("Inference model", ""),
         ("Anthropic API key", anthropic),
         ("Conway API key", ""),
     ])
@@ -515,6 +516,9 @@ def test_interactive_bad_creator_address_asks_again(home):
 
 
 def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_lines(home):
+    with socket.socket() as probe:  # a loopback port nothing listens on: the model step finds no server
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
     code, transcript = run_in_terminal(("setup",), [
         ("Name", "ada"),
         ("Genesis prompt", "Earn your keep."),
@@ -523,9 +527,9 @@ def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_line
         ("Creator address", CREATOR),
         ("Message for its first run", ""),
         ("Conway sandbox id", ""),
-        ("Inference model", "gemma-3-270m"),
-        ("OpenAI-compatible base URL", "http://127.0.0.1:8089/v1"),
+        ("OpenAI-compatible base URL", f"http://127.0.0.1:{closed}/v1"),
         ("OpenAI API key", ""),
+        ("Inference model", "gemma-3-270m"),
         ("Anthropic API key", ""),
         ("Conway API key", ""),
     ])
@@ -757,8 +761,9 @@ def test_doctor_passes_on_a_set_up_home(cli, set_up):
     assert report["ok"] is True
     assert report["checks"], "doctor must report its checks"
     for check in report["checks"]:
-        assert set(check) == {"name", "ok", "detail", "fix"}
+        assert set(check) == {"name", "ok", "detail", "fix", "state"}
         assert isinstance(check["name"], str) and isinstance(check["detail"], str) and isinstance(check["fix"], str)
+        assert check["state"] in ({"ok", "off", "skip"} if check["ok"] else {"fail"})
         assert check["ok"] is True
     names = {check["name"] for check in report["checks"]}
     assert {"home", "config", "wallet", "constitution", "soul", "database integrity"} <= names

@@ -9,6 +9,7 @@ import pytest
 from automaton_min.errors import EXIT_USAGE
 
 from conftest import CREATOR
+from standins.model_servers import OpenAIServer, openai_answer
 
 # CREATOR with the case of one letter flipped: still 40 hex digits, but the EIP-55 checksum no longer holds.
 BAD_CHECKSUM = CREATOR.replace("AbcdEF", "abcdEF")
@@ -80,3 +81,33 @@ def test_rerun_with_the_same_name_leaves_the_soul_alone(cli, set_up):
     assert result.code == 0, result.stderr
     assert "SOUL.md" not in json.loads(result.stdout)["written"]
     assert set_up.soul_path.read_text() == "# ada\n\nI rewrote my own soul.\n"
+
+
+def test_the_model_step_lists_the_servers_models_tries_one_and_says_its_window(home):
+    from test_cli import interview, run_detached
+
+    with OpenAIServer(mode="llamacpp", props={"default_generation_settings": {"n_ctx": 4096}},
+                      models=[{"id": "gemma-3-270m"}, {"id": "qwen3-0.6b"}]) as server:
+        server.script(openai_answer("OK"))
+        result = run_detached("setup", input=interview(base_url=server.url + "/v1"))  # the offered model: blank answer
+        [tiny] = server.requests
+    assert result.code == 0, result.stderr
+    assert f"{server.url}/v1 has: gemma-3-270m, qwen3-0.6b" in result.stdout
+    assert "gemma-3-270m answered in" in result.stdout
+    assert "its window: 4,096 tokens, from the server (llama.cpp's /props)" in result.stdout
+    assert tiny.body["model"] == "gemma-3-270m" and tiny.body["max_tokens"] == 1
+    assert json.loads(home.config_path.read_text())["inferenceModel"] == "gemma-3-270m"
+
+
+def test_the_model_step_says_a_silent_server_and_a_closed_one(home):
+    from test_cli import interview, run_detached
+
+    with OpenAIServer(mode="llamacpp") as server:  # llama-cpp-python's answers: no list, no window
+        server.script(openai_answer("OK"))
+        silent = run_detached("setup", input=interview(base_url=server.url + "/v1", model="gemma"))
+    closed = run_detached("setup", input=interview(base_url=server.url + "/v1", model="gemma"))
+    assert silent.code == closed.code == 0, silent.stderr + closed.stderr
+    assert "lists no models" in silent.stdout and "gemma answered in" in silent.stdout
+    assert "the agent learns it from the server's first refusal of a longer prompt" in silent.stdout
+    assert "does not answer" in closed.stdout and "automaton-min doctor" in closed.stdout
+    assert "answered" not in closed.stdout and "Traceback" not in closed.stderr

@@ -38,8 +38,9 @@ answered in the next message; a final assistant message may not end with whitesp
 or text blocks; ``temperature`` in [0, 1]; ``tools`` ``{name, description?, input_schema:{type:"object"}}``;
 ``tool_choice`` only with tools.
 
-``OpenAIServer(props=...)`` also answers llama.cpp's ``GET /props``, and ``show={model: answer}`` Ollama's
-``POST /api/show``; without them those paths are 404.
+``OpenAIServer(props=...)`` also answers llama.cpp's ``GET /props``, ``show={model: answer}`` Ollama's
+``POST /api/show``, and ``models=[entry, ...]`` ``GET /v1/models`` (``{"object": "list", "data": entries}``, with
+the same key check as chat); without them those paths are 404.
 
 A ``Hang()`` scripted answer never comes: it sets ``hang.arrived`` when the request is in and holds the
 connection open until ``hang.release()`` (call it in a ``finally``), then answers 503.
@@ -202,7 +203,8 @@ class OpenAIServer(_ScriptedServer):
     path = "/v1/chat/completions"
 
     def __init__(self, *, mode: str = "openai", api_key: str | None = None, auth_style: str = "bearer",
-                 prefix: str = "", props: dict | None = None, show: dict[str, dict] | None = None) -> None:
+                 prefix: str = "", props: dict | None = None, show: dict[str, dict] | None = None,
+                 models: list[dict] | None = None) -> None:
         if mode not in ("openai", "llamacpp", "ollama"):
             raise ValueError(mode)
         self.mode = mode
@@ -210,6 +212,7 @@ class OpenAIServer(_ScriptedServer):
         self.auth_style = auth_style
         self.props = props
         self.show = show
+        self.models = models
         super().__init__(prefix=prefix)
 
     def extra_routes(self) -> dict:
@@ -221,7 +224,16 @@ class OpenAIServer(_ScriptedServer):
             routes[("GET", re.escape(self.prefix + "/props"))] = lambda request: Reply(200, self.props)
         if self.show is not None:
             routes[("POST", re.escape(self.prefix + "/api/show"))] = self._show
+        if self.models is not None:
+            routes[("GET", re.escape(self.prefix + "/v1/models"))] = self._models
         return routes
+
+    def _models(self, request: Request) -> Reply:
+        try:
+            self._check_key(Recorded(request.path, request.headers, None))
+        except Rejected as exc:
+            return exc.reply
+        return Reply(200, {"object": "list", "data": self.models})
 
     def _show(self, request: Request) -> Reply:
         try:
@@ -234,7 +246,7 @@ class OpenAIServer(_ScriptedServer):
         answer = (self.show or {}).get(name)
         return Reply(200, answer) if answer is not None else Reply(404, {"error": f"model '{name}' not found"})
 
-    def check(self, recorded: Recorded) -> None:
+    def _check_key(self, recorded: Recorded) -> None:
         if self.api_key is not None:
             got = recorded.header("Authorization") or ""
             expected = f"Bearer {self.api_key}" if self.auth_style == "bearer" else self.api_key
@@ -242,6 +254,9 @@ class OpenAIServer(_ScriptedServer):
                 shown = got.removeprefix("Bearer ")
                 raise _openai_error(401, f"Incorrect API key provided: {shown}. You can find your API key at "
                                          "https://platform.openai.com/account/api-keys.", code="invalid_api_key")
+
+    def check(self, recorded: Recorded) -> None:
+        self._check_key(recorded)
         body = recorded.body
         if not isinstance(body, dict):
             raise _openai_error(400, "We could not parse the JSON body of your request.")
