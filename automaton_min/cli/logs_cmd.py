@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 import orjson
@@ -13,6 +13,9 @@ from automaton_min.config import db_path
 from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
 from automaton_min.runtime.report import short
 from automaton_min.store.db import open_database
+
+if TYPE_CHECKING:
+    from automaton_min.store.db import Database
 
 FOLLOW_POLL_S = 1.0
 MAX_TAIL = 1_000_000_000  # SQLite takes 64-bit integers; a larger --tail was an OverflowError traceback
@@ -30,24 +33,30 @@ def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
     config = load_config_for(ctx)
     show = _print_json if as_json else _print_text
     with open_database(db_path(home, config), read_only=True) as db:
-        turns = latest_turns(db, tail)
+        try:
+            _show(db, tail, follow, show, as_json)
+        except KeyboardInterrupt:  # Ctrl-C ends --follow quietly, also before its first poll
+            if not follow:
+                raise
+
+
+def _show(db: "Database", tail: int, follow: bool, show: Callable[[dict[str, Any]], None], as_json: bool) -> None:
+    """The last ``tail`` turns, then (with ``follow``) each new one as it is written, until interrupted."""
+    turns = latest_turns(db, tail)
+    for turn in turns:
+        show(turn)
+    if not turns and not as_json:
+        click.echo("No turns yet: the agent has not taken one in this home (start it with: automaton-min run).",
+                   err=True)
+    if not follow:
+        return
+    cursor = cursor_of(turns, None) or cursor_of(latest_turns(db, 1), None)
+    while True:
+        time.sleep(FOLLOW_POLL_S)  # an interactive watcher: a one-second poll of a local file is cheap
+        turns = turns_after(db, cursor)
         for turn in turns:
             show(turn)
-        if not turns and not as_json:
-            click.echo("No turns yet: the agent has not taken one in this home (start it with: automaton-min run).",
-                       err=True)
-        if not follow:
-            return
-        cursor = cursor_of(turns, None) or cursor_of(latest_turns(db, 1), None)
-        try:
-            while True:
-                time.sleep(FOLLOW_POLL_S)  # an interactive watcher: a one-second poll of a local file is cheap
-                turns = turns_after(db, cursor)
-                for turn in turns:
-                    show(turn)
-                cursor = cursor_of(turns, cursor)
-        except KeyboardInterrupt:
-            return
+        cursor = cursor_of(turns, cursor)
 
 
 def _print_json(turn: dict[str, Any]) -> None:
