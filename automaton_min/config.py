@@ -91,6 +91,7 @@ ENV_OVERRIDES: dict[str, str] = {
 SECRET_KEYS = frozenset({"conwayApiKey", "openaiApiKey", "anthropicApiKey"})
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error", "fatal")
 CONTEXT_MODES = ("auto", "compact", "full")
+ACTION_MODES = ("auto", "stepwise", "direct")
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 _DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
@@ -237,11 +238,14 @@ RULES: dict[str, Rule] = {
     "modelStrategy.enableModelFallback": _boolean,
     "modelStrategy.anthropicApiVersion": _text(100, required=True),
     "modelStrategy.contextWindow": _integer(0, 100_000_000),  # 0: ask the server, else the registry
+    "modelStrategy.temperature": _number(0, 2),  # unset: the server's default
+    "modelStrategy.seed": _integer(0, 2**31 - 1),  # unset: none sent (servers that take one repeat their answers)
     "modelStrategy.inputCostPer1k": _integer(0, 10**9),  # models the registry does not know; 1/100 cent per 1k tokens
     "modelStrategy.outputCostPer1k": _integer(0, 10**9),
     **{f"memoryBudget.{kind}": _integer(0, 1_000_000)  # tokens per memory type in one context (memory/retrieval.py)
        for kind in ("working", "episodic", "semantic", "procedural", "relationship")},
     "contextMode": _choice(*CONTEXT_MODES),  # auto: compact tools and prompt for windows of 8k tokens or less
+    "actionMode": _choice(*ACTION_MODES),  # auto: stepwise when compact (agent/stepwise.py)
     "soulConfig.soulAlignmentThreshold": _number(0, 1),
     "soulConfig.requireCreatorApprovalForPurposeChange": _boolean,
     "soulConfig.enableSoulReflection": _boolean,

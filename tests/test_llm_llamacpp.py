@@ -96,10 +96,10 @@ def model():
 
 
 def test_the_real_agent_takes_two_turns_and_the_second_request_extends_the_first(agent_for, model) -> None:
-    """Two turns of the real agent (``build_agent``) on the real server: both requests fit the window, and the
+    """Two direct turns (``actionMode: direct``) of the real agent (``build_agent``) on the real server: both requests fit the window, and the
     second one repeats the first's system prompt and tools byte for byte and extends its history, so a prefix
     cache can reuse it. The wall time of each request is printed (``-s``), never asserted."""
-    agent = agent_for(modelStrategy={"contextWindow": WINDOW}, maxTurnsPerCycle=2)
+    agent = agent_for(modelStrategy={"contextWindow": WINDOW}, maxTurnsPerCycle=2, actionMode="direct")
     for _ in range(3):  # a cycle ends early when the model answers in text instead of calling a tool
         agent.loop.run_cycle("Check your credits, then write a note about what you found.")
         if count_turns(agent.db) >= 2:
@@ -120,3 +120,26 @@ def test_the_real_agent_takes_two_turns_and_the_second_request_extends_the_first
 
     print(f"\nllama.cpp agent turns: turn 1 {ms1} ms ({in1} prompt tokens, {out1} out),"
           f" turn 2 {ms2} ms ({in2} prompt tokens, {out2} out), turn 2 / turn 1 = {ms2 / max(ms1, 1):.2f}")
+
+
+PURPOSES = {  # the purpose, and what its action leaves in the workspace
+    "write_file": ("Write a haiku about the sea into haiku.txt, then sleep.", "haiku.txt"),
+    "exec": ("Use the exec tool to run the shell command: mkdir reports. Then sleep.", "reports"),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(PURPOSES))
+def test_the_real_agent_does_what_its_purpose_asks_then_sleeps(agent_for, model, home, tool) -> None:
+    """The README's local model acts: within 5 turns a call of the purpose's tool lands (the file or folder is
+    there, a file not empty), and the agent then sleeps. No window is configured: it is learnt. Temperature 0 and a
+    fixed seed; each request is printed (``-s``)."""
+    purpose, produced = PURPOSES[tool]
+    agent = agent_for(genesisPrompt=purpose, maxTurnsPerCycle=5, modelStrategy={"temperature": 0, "seed": 7})
+    cycle = agent.loop.run_cycle("first start")
+    calls = agent.db.query("SELECT name, arguments, result, error FROM tool_calls ORDER BY rowid")
+    rows = agent.db.query("SELECT input_tokens, output_tokens, latency_ms FROM inference_costs ORDER BY rowid")
+    print(f"\n{tool}: {count_turns(agent.db)} turns, ended {cycle.reason!r}; calls "
+          f"{[(n, a[:70], (r or e or '')[:50]) for n, a, r, e in calls]}; requests (prompt tokens, out, ms) {rows}")
+    path = home.root / "workspace" / produced
+    assert path.is_dir() or (path.is_file() and path.read_text().strip()), calls
+    assert count_turns(agent.db) <= 5 and agent.loop.hooks.state() == "sleeping", cycle

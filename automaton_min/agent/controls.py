@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 MAX_TOOL_CALLS_PER_TURN = 10
 MAX_CONSECUTIVE_ERRORS = 5
 ERROR_SLEEP_S = 300
@@ -22,6 +24,11 @@ LOOP_ENFORCEMENT_SLEEP_S = 300
 MAINTENANCE_TURNS = 3
 
 
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """A call's identity for the repeat rule: the tool and its arguments, key order aside."""
+    return name + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+
+
 @dataclass(frozen=True)
 class TurnSummary:
     """What the controls need to know about a finished turn."""
@@ -32,6 +39,8 @@ class TurnSummary:
     sleep_requested_s: int | None = None
     sleep_reason: str = ""
     had_input: bool = False
+    succeeded: frozenset[str] = frozenset()  # call_key of each call that succeeded
+    repeated: bool = False  # every call was one the previous turn made and it succeeded: none of them ran
 
 
 @dataclass(frozen=True)
@@ -63,11 +72,22 @@ class LoopControls:
     maintenance_turns: int = 0
     patterns: list[str] = field(default_factory=list)
     warned_pattern: str | None = None
+    last_succeeded: frozenset[str] = frozenset()
+
+    def is_repeat(self, key: str) -> bool:
+        """A call exactly like one that succeeded in the previous turn (``call_key``). The loop asks only for a
+        small model's turns (``agent/stepwise.py``): at temperature 0 one that made a call twice makes it for ever,
+        whereas a large model is warned about repeats first (below)."""
+        return key in self.last_succeeded
 
     def after_turn(self, turn: TurnSummary) -> Verdict:
         """The verdict after a turn that completed (errors go to ``after_error``)."""
         self.turns += 1
         self.errors = 0
+        self.last_succeeded = turn.succeeded
+        if turn.repeated:
+            return Verdict("sleep", IDLE_SLEEP_S, "repeated its last call, which had succeeded: nothing new to do",
+                           idle=True)
         if turn.sleep_requested_s is not None:
             return Verdict("sleep", turn.sleep_requested_s, turn.sleep_reason or "the agent chose to sleep")
         if not turn.tool_names:

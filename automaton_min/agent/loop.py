@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from automaton_min.agent.context import AssembledContext
-from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict
+from automaton_min.agent import stepwise
+from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict, call_key
 from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
 from automaton_min.agent.survival import FinancialReading
@@ -127,6 +128,7 @@ class AgentLoop:
         self._uncommitted_at: int | None = None  # and when it started
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
+        self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
         self.last_context: AssembledContext | None = None  # the last turn's context (its figures go with the turn)
         self.progress: Callable[[], None] = lambda: None  # a sign of life for the watchdog, before each step of a turn
@@ -159,6 +161,7 @@ class AgentLoop:
             "wakeup", "agent")
         self.hooks.set_state("running", self.now(), "awake")
         controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
+        self._previous_action = None
         result = CycleResult()
         carried = "agent"  # the least-trusted input this cycle has answered: later turns answer to it too
         while not stop.is_set():
@@ -262,7 +265,7 @@ class AgentLoop:
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
         routed = (route if isinstance(route, BudgetDenied)
-                  else self._infer(route, status, message, first_run, tier, turn_id, wake_note))
+                  else self._infer(route, status, message, first_run, tier, turn_id, wake_note, source))
         if isinstance(routed, BudgetDenied):
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
@@ -279,13 +282,23 @@ class AgentLoop:
 
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, self.services.for_turn(loop_state))
+        repeats = 0
+        small = stepwise.applies(self.config, routed.route.model.context_window)  # the repeat rule holds
         for index, call in enumerate(routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]):
             self.progress()
+            if small and call.argument_error is None and controls.is_repeat(call_key(call.name, call.arguments)):
+                repeats += 1
+                outcomes.append(ToolOutcome(call.id, call.name, call.arguments, "",
+                                            "not run: the same call as your last turn's, which succeeded", 0))
+                continue
             names = tuple(o.name for o in outcomes)
             outcome = self.tools.execute(
                 replace(ctx, call_index=index), call.id, call.name, call.arguments, argument_error=call.argument_error,
                 authorize=lambda spec, args, n=names: self.hooks.authorize(spec, args, authority, turn_id, n))
             outcomes.append(outcome)
+        if outcomes:
+            last = outcomes[-1]
+            self._previous_action = stepwise.done(last.name, last.result, last.error)
         calls = tuple(
             StoredToolCall(f"{turn_id}_{i}", o.name, self.hooks.redact_key(o.arguments),
                            self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "",
@@ -304,6 +317,8 @@ class AgentLoop:
             sleep_requested_s=sleep[0] if sleep else None,
             sleep_reason=sleep[1] if sleep else "",
             had_input=message is not None,
+            succeeded=frozenset(call_key(o.name, o.arguments) for o in ran),
+            repeated=bool(outcomes) and repeats == len(outcomes),
         ))
         stopping = verdict.action != "sleep" and self._stop is not None and self._stop.is_set()
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
@@ -318,7 +333,7 @@ class AgentLoop:
         return verdict
 
     def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
-               turn_id: str, wake_note: str | None = None) -> RoutedResult | BudgetDenied:
+               turn_id: str, wake_note: str | None = None, source: str | None = None) -> RoutedResult | BudgetDenied:
         """Assemble the context within the route's budget and call the model. When the server says the prompt is
         too long, the router learns the window it named and shrinks that model's budget (for good), and this turn
         is rebuilt for that window (compact mode in a small one) and retried once."""
@@ -338,15 +353,48 @@ class AgentLoop:
                 turn_id=turn_id, tier=tier, cancel=self._abandon)
             return context, tools
 
-        context, tools = build(route)
-        try:
-            return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
-                                     cancel=self._abandon)
-        except ContextTooLong as exc:
-            route = self.router.shrink_context(route, exc, context.messages, tools)
+        sent: list[tuple] = [(), ()]  # the direct request's messages and tools, to scale a refusal by
+
+        def ask(route: Route) -> RoutedResult | BudgetDenied:
+            if stepwise.applies(self.config, route.model.context_window):  # a small model: one step at a time
+                purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
+                step = stepwise.StepInput(purpose, message.content if message and source == "inbox" else None,
+                                          self._previous_action)
+                return self._stepwise(step, offered_tools(self.tools.specs(), route.tier, compact=True), route,
+                                      tier, turn_id)
             context, tools = build(route)
+            sent[:] = [context.messages, tools]
             return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
                                      cancel=self._abandon)
+
+        try:
+            return ask(route)
+        except ContextTooLong as exc:
+            return ask(self.router.shrink_context(route, exc, *sent))
+
+    def _stepwise(self, step: stepwise.StepInput, offered: tuple[ToolSchema, ...], route: Route, tier: str,
+                  turn_id: str) -> RoutedResult | BudgetDenied:
+        """A small model's turn (``agent/stepwise.py``): it chooses an action, then calls that one tool."""
+        choices = stepwise.actions(offered)
+        messages, choice_tool = stepwise.choose_request(step, choices)
+        first = self.router.route(messages, tier=tier, turn_id=turn_id, tools=(choice_tool,),
+                                  planned=replace(route, max_tokens=min(route.max_tokens, stepwise.CHOOSE_TOKENS)),
+                                  cancel=self._abandon, tool_choice=stepwise.CHOOSE)
+        if isinstance(first, BudgetDenied):
+            return first
+        if stepwise.acted(first.result):  # the server let the model call tools itself: those are the turn's
+            return first
+        name = stepwise.chosen(first.result, tuple(tool.name for tool in choices))
+        tool = next((t for t in choices if t.name == name), None)
+        if tool is None:  # no action chosen: the turn answered without a tool
+            return replace(first, result=replace(first.result, tool_calls=()))
+        messages, call_tool = stepwise.fill_request(step, tool)
+        second = self.router.route(messages, tier=tier, turn_id=turn_id, tools=(call_tool,),
+                                   planned=replace(route, max_tokens=min(route.max_tokens, stepwise.CALL_TOKENS)),
+                                   cancel=self._abandon, tool_choice=name)
+        if isinstance(second, BudgetDenied):
+            return second
+        return stepwise.combined(first, replace(second, result=stepwise.the_call(second.result, name)))
 
     def _context_figures(self) -> dict[str, Any]:
         if self.last_context is None:

@@ -131,7 +131,7 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
         body["temperature"] = min(1.0, max(0.0, float(request.temperature)))
     if request.tools:
         body["tools"] = [tool_to_wire(tool) for tool in request.tools]
-        body["tool_choice"] = {"type": "auto"}
+        body["tool_choice"] = {"type": "tool", "name": request.tool_choice} if request.tool_choice else {"type": "auto"}
     return body
 
 

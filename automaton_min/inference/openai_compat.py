@@ -92,9 +92,12 @@ def build_body(request: ChatRequest, provider_name: str) -> dict[str, Any]:
     }
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.tools:
         body["tools"] = [tool_to_wire(tool) for tool in request.tools]
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = ({"type": "function", "function": {"name": request.tool_choice}} if request.tool_choice
+                               else "auto")
     return body
 
 

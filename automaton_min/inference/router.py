@@ -289,7 +289,8 @@ class Router:
 
     def route(self, messages: tuple[Message, ...], *, tier: str, turn_id: str | None, task_type: str = "agent_turn",
               tools: tuple[ToolSchema, ...] = (), low_compute: bool = False,
-              planned: Route | None = None, cancel: threading.Event | None = None) -> RoutedResult | BudgetDenied:
+              planned: Route | None = None, cancel: threading.Event | None = None,
+              tool_choice: str | None = None) -> RoutedResult | BudgetDenied:
         """Plan (unless ``planned`` is given), check the budgets, call the provider within the task's deadline
         (``InferenceTimeout``; ``InferenceCancelled`` once ``cancel`` is set), and record what it cost."""
         route = planned or self.plan(tier, task_type, low_compute=low_compute)
@@ -307,7 +308,10 @@ class Router:
             return denial
 
         deadline_s = self.timeouts[task_type]
-        request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=deadline_s)
+        strategy = self.config.get("modelStrategy") or {}
+        request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=deadline_s,
+                              tool_choice=tool_choice, temperature=strategy.get("temperature"),
+                              seed=strategy.get("seed"))
         started = self.monotonic()
         try:
             result = call_with_deadline(lambda: self.chat(route.model, request), deadline_s, cancel=cancel,

@@ -63,6 +63,8 @@ class ChatRequest:
     tools: tuple[ToolSchema, ...] = ()
     temperature: float | None = None
     timeout_s: float = 120.0
+    tool_choice: str | None = None  # the one tool the answer must call (servers with a grammar enforce it)
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,9 @@ def post_json(
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
     """Tool-call arguments as ``(arguments, raw_arguments, argument_error)``; never raises.
 
-    Accepted: a JSON object text; an already-parsed object (some servers send one); empty text or null
-    (a call without arguments); a JSON string holding a JSON object (double-encoded, some local models).
+    Accepted: a JSON object text, raw line breaks and tabs inside its strings too (small models write a poem's
+    lines so, and a grammar-constrained server lets them); an already-parsed object (some servers send one); empty
+    text or null (a call without arguments); a JSON string holding a JSON object (double-encoded, some local models).
     Anything else gives ``{}`` and an error the loop returns to the model."""
     if isinstance(value, dict):
         return value, json.dumps(value, ensure_ascii=False), None
@@ -149,7 +150,7 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
     if not value.strip():
         return {}, value, None
     try:
-        parsed = json.loads(value)
+        parsed = json.loads(value, strict=False)
     except json.JSONDecodeError as exc:
         return {}, value, f"tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     except (ValueError, RecursionError) as exc:  # a number past the digit limit, nesting past the stack

@@ -1,0 +1,171 @@
+"""A small model acts in two forced steps: it picks one action from a short list, then calls that one tool.
+
+Offered a dozen tools with ``tool_choice: auto`` and a long prompt, a small model tends to answer with nothing
+(Gemma 3 270M: empty content, no call, every turn). Asked for exactly one call, it makes one, and a server that
+compiles the schema into a grammar (llama-cpp-python's ``chatml-function-calling``, llama.cpp's server) makes the
+answer well-formed. So in compact mode each turn is two short requests, each one user message:
+
+1. ``choose_action``: the actions of ``SMALL_MODEL_ACTIONS`` that the turn may use (``sleep`` always among them),
+   one line each, the purpose, the turn's input and what the last action returned; the only argument is an enum;
+2. the chosen tool alone, its schema cut to the required arguments, after worked examples of calling it.
+
+The model makes both choices: nothing here maps the purpose's words to a tool. A server that does not enforce the
+choice (Ollama) may answer in text; a JSON object there is read as the call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from automaton_min.agent.toolset import is_compact
+from automaton_min.config import ACTION_MODES
+from automaton_min.inference.router import RoutedResult
+from automaton_min.inference.types import ChatResult, Message, ToolCall, ToolSchema
+
+CHOOSE = "choose_action"
+# The table of actions a small model chooses among (with more than four, Gemma 3 270M chose worse: README).
+SMALL_MODEL_ACTIONS = ("exec", "read_file", "write_file", "sleep")
+LAST_RESULT_CHARS = 200
+CHOOSE_TOKENS = 32  # an action's name in JSON
+CALL_TOKENS = 400  # a call's arguments: a short file or a command
+CALL_CHARS = 300  # the longest string argument a small model's call may have
+_LABEL_END = re.compile(r"\s+(?:in your|when|\()|[.,;]")
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+# Worked examples for the second step: a task and the arguments that carry it out (none of them the test's).
+EXAMPLES: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "write_file": (("Put the word hello into greeting.txt.", {"path": "greeting.txt", "content": "hello"}),
+                   ("Note in todo.md that the roof needs fixing.", {"path": "todo.md", "content": "Fix the roof."})),
+    "exec": (("Show the current date with the shell command date.", {"command": "date"}),
+             ("Count the lines of notes.txt.", {"command": "wc -l notes.txt"})),
+    "read_file": (("Tell me what notes.txt says.", {"path": "notes.txt"}),),
+    "sleep": (("Nothing is left to do for an hour.", {"seconds": 3600}),),
+}
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """What both steps show the model: its purpose, the turn's input, and the last action's result."""
+
+    purpose: str
+    message: str | None = None
+    last_result: str | None = None
+
+    def lines(self) -> str:
+        text = f"Task: {self.purpose}"
+        if self.message:
+            text += f"\nMessage: {self.message}"
+        if self.last_result:
+            text += f"\nLast action: {self.last_result[:LAST_RESULT_CHARS]}"
+        return text
+
+
+def applies(config: Mapping[str, Any] | Any, window: int) -> bool:
+    """Whether turns go stepwise: ``actionMode`` says so, or (``auto``, the default) compact mode holds."""
+    mode = config.get("actionMode") or ACTION_MODES[0]
+    return mode == "stepwise" or (mode == "auto" and is_compact(config, window))
+
+
+def label(description: str) -> str:
+    """A tool's description cut to its opening words ("Run a shell command")."""
+    return _LABEL_END.split(description.strip(), maxsplit=1)[0]
+
+
+def actions(offered: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
+    """The table's actions among the tools the turn offers, in the table's order."""
+    by_name = {tool.name: tool for tool in offered}
+    return tuple(by_name[name] for name in SMALL_MODEL_ACTIONS if name in by_name)
+
+
+def choose_request(step: StepInput, choices: tuple[ToolSchema, ...]) -> tuple[tuple[Message, ...], ToolSchema]:
+    """The first step's message and its only tool."""
+    listed = "\n".join(f"- {tool.name}: {label(tool.description)}" for tool in choices)
+    text = f"Actions:\n{listed}\n\n{step.lines()}\nWhich action comes next?"
+    schema = {"type": "object", "properties": {"action": {"type": "string", "enum": [t.name for t in choices]}},
+              "required": ["action"], "additionalProperties": False}
+    return (Message("user", text),), ToolSchema(CHOOSE, "Choose the next action.", schema)
+
+
+def acted(result: ChatResult) -> bool:
+    """Whether the first step's answer called real tools instead of choosing (a server that does not enforce
+    ``tool_choice``, a model that knows what it wants): those calls run as they are, like any turn's."""
+    return any(call.name != CHOOSE for call in result.tool_calls)
+
+
+def chosen(result: ChatResult, names: tuple[str, ...]) -> str | None:
+    """The action the first step chose: from its call, else from a JSON object or a bare name in its text."""
+    for call in result.tool_calls:
+        if call.name == CHOOSE and call.arguments.get("action") in names:
+            return call.arguments["action"]
+    text = result.content.strip()
+    data = _json_object(text)
+    if isinstance(data, dict) and data.get("action") in names:
+        return data["action"]
+    return text if text in names else None
+
+
+def fill_request(step: StepInput, tool: ToolSchema) -> tuple[tuple[Message, ...], ToolSchema]:
+    """The second step's message (worked examples, then the task) and the chosen tool, cut to what it needs.
+
+    A string is held to ``CALL_CHARS``: a server that compiles the schema into a grammar then closes it there (a
+    small model runs on until its token limit, and the cut JSON is lost), and spells out far fewer rules than
+    for a ``maxLength`` of 20,000 (llama-cpp-python's server died on that one)."""
+    examples = "\n\n".join(f"Task: {task}\n{tool.name} {orjson.dumps(args).decode()}"
+                           for task, args in EXAMPLES.get(tool.name, ()))
+    text = (f"Examples of {tool.name}:\n\n{examples}\n\n" if examples else "") + f"{step.lines()}\n{tool.name}"
+    required = list(tool.parameters.get("required") or [])
+    properties = {name: _bounded(spec) for name, spec in (tool.parameters.get("properties") or {}).items()
+                  if name in required}
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return (Message("user", text),), ToolSchema(tool.name, tool.description, schema)
+
+
+def the_call(result: ChatResult, name: str) -> ChatResult:
+    """The second step's answer with its one call: the tool call, else a JSON object in its text read as one."""
+    calls = tuple(call for call in result.tool_calls if call.name == name)
+    if calls:
+        return replace(result, tool_calls=calls[:1])
+    data = _json_object(result.content.strip())
+    if isinstance(data, dict):
+        raw = orjson.dumps(data).decode()
+        return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, data, raw),))
+    return result
+
+
+def done(name: str, result: str, error: str | None) -> str:
+    """The last action as the next step shows it: the tool and its result's (or error's) first line."""
+    text = f"error: {error}" if error is not None else result
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return f"{name} -> {line}"
+
+
+def combined(first: RoutedResult, second: RoutedResult) -> RoutedResult:
+    """The turn's result: the second step's answer, with the tokens, cost and time of both."""
+    return replace(second, input_tokens=first.input_tokens + second.input_tokens,
+                   output_tokens=first.output_tokens + second.output_tokens,
+                   cost_cents=first.cost_cents + second.cost_cents,
+                   usage_estimated=first.usage_estimated or second.usage_estimated,
+                   latency_ms=first.latency_ms + second.latency_ms)
+
+
+def _bounded(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's type (and enum), a string at most ``CALL_CHARS`` long."""
+    kept = {key: value for key, value in schema.items() if key in ("type", "enum", "items")}
+    if kept.get("type") == "string" and "enum" not in kept:
+        kept["maxLength"] = min(int(schema.get("maxLength") or CALL_CHARS), CALL_CHARS)
+    return kept
+
+
+def _json_object(text: str) -> Any:
+    match = _JSON_OBJECT.search(text)
+    if not match:
+        return None
+    try:
+        return orjson.loads(match.group(0))
+    except orjson.JSONDecodeError:
+        return None

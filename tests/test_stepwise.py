@@ -1,0 +1,128 @@
+"""A small model's turns (agent/stepwise.py) through the real agent and a scripted model on a loopback server:
+what each of the two requests offers and forces, what lands, and the repeat rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from automaton_min.agent.controls import IDLE_SLEEP_S
+from automaton_min.agent.stepwise import CALL_CHARS, CHOOSE, SMALL_MODEL_ACTIONS
+from automaton_min.inference.wire_common import parse_arguments
+from standins.model_servers import OpenAIServer, openai_answer
+
+HAIKU = "Write a haiku about the sea into haiku.txt, then sleep."
+SMALL = {"genesisPrompt": HAIKU, "modelStrategy": {"contextWindow": 4096, "temperature": 0, "seed": 7}}
+
+
+def choose(action: str) -> dict:
+    return openai_answer(None, [("call_0", CHOOSE, json.dumps({"action": action}))])
+
+
+def act(name: str, **arguments) -> dict:
+    return openai_answer(None, [("call_0", name, json.dumps(arguments))])
+
+
+@pytest.fixture
+def model():
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
+
+
+def bodies(model) -> list[dict]:
+    return [r.body for r in model.requests]
+
+
+def test_a_small_model_chooses_an_action_then_calls_that_tool_alone(agent_for, model, home) -> None:
+    agent = agent_for(**SMALL)
+    model.script(choose("write_file"), act("write_file", path="haiku.txt", content="grey waves fold"),
+                 choose("sleep"), act("sleep", duration_seconds=600, reason="the haiku is written"))
+    cycle = agent.loop.run_cycle("first start")
+
+    assert (home.root / "workspace" / "haiku.txt").read_text() == "grey waves fold"
+    assert cycle.turns == 2 and cycle.reason == "the haiku is written"
+    first, second, third, _ = bodies(model)
+    # Step 1: one user message, one tool whose only argument is an enum of the table's actions, forced.
+    assert [m["role"] for m in first["messages"]] == ["user"] and HAIKU in first["messages"][0]["content"]
+    [chooser] = first["tools"]
+    assert chooser["function"]["name"] == CHOOSE
+    assert chooser["function"]["parameters"]["properties"]["action"]["enum"] == list(SMALL_MODEL_ACTIONS)
+    assert first["tool_choice"] == {"type": "function", "function": {"name": CHOOSE}}
+    assert first["temperature"] == 0 and first["seed"] == 7
+    # Step 2: the chosen tool alone, forced, cut to its required arguments with bounded strings.
+    [tool] = second["tools"]
+    assert tool["function"]["name"] == "write_file" and second["tool_choice"]["function"]["name"] == "write_file"
+    parameters = tool["function"]["parameters"]
+    assert set(parameters["properties"]) == {"path", "content"} and parameters["additionalProperties"] is False
+    assert all(p["maxLength"] <= CALL_CHARS for p in parameters["properties"].values())
+    assert second["messages"][-1]["content"].rstrip().endswith(f"{HAIKU}\nwrite_file")
+    # The next turn's choice sees what the last action returned.
+    assert "Last action: write_file -> File written" in third["messages"][0]["content"]
+    assert agent.db.query("SELECT COUNT(*) FROM inference_costs")[0][0] == 4  # both steps recorded
+
+
+def test_a_small_model_repeating_its_last_successful_call_is_not_run_again_and_the_agent_sleeps(
+        agent_for, model, home, clock) -> None:
+    agent = agent_for(**SMALL)
+    write = act("write_file", path="haiku.txt", content="grey waves fold")
+    model.script(choose("write_file"), write, choose("write_file"), write)
+    (home.root / "workspace").mkdir(exist_ok=True)
+    cycle = agent.loop.run_cycle("first start")
+
+    calls = agent.db.query("SELECT name, error FROM tool_calls ORDER BY rowid")
+    assert calls == [("write_file", None), ("write_file", "not run: the same call as your last turn's, which succeeded")]
+    assert cycle.turns == 2 and cycle.slept_for_s == IDLE_SLEEP_S
+    assert agent.db.query("SELECT ending FROM turns ORDER BY rowid")[-1][0].startswith('{"ended":"idle"')
+
+
+def test_a_large_model_may_repeat_a_call(agent_for, model) -> None:
+    agent = agent_for(genesisPrompt=HAIKU, maxTurnsPerCycle=2)  # the registry's window: direct turns
+    model.script(act("exec", command="date"), act("exec", command="date"))
+    cycle = agent.loop.run_cycle("first start")
+    assert [e for (e,) in agent.db.query("SELECT error FROM tool_calls")] == [None, None]
+    assert cycle.turns == 2 and len(bodies(model)[0]["tools"]) > 4 and bodies(model)[0]["tool_choice"] == "auto"
+
+
+def test_action_mode_direct_keeps_a_small_window_to_one_request_per_turn(agent_for, model) -> None:
+    agent = agent_for(**SMALL, actionMode="direct")
+    model.script(act("sleep", duration_seconds=600, reason="done"))
+    agent.loop.run_cycle("first start")
+    [body] = bodies(model)
+    assert body["tool_choice"] == "auto" and CHOOSE not in {t["function"]["name"] for t in body["tools"]}
+
+
+def test_a_server_that_ignores_the_choice_answers_in_text_and_the_call_is_read_from_it(agent_for, model, home) -> None:
+    agent = agent_for(**SMALL)
+    model.script(openai_answer('{"action": "write_file"}'),
+                 openai_answer('write_file {"path": "haiku.txt", "content": "salt wind"}'),
+                 choose("sleep"), act("sleep", duration_seconds=600, reason="done"))
+    agent.loop.run_cycle("first start")
+    assert (home.root / "workspace" / "haiku.txt").read_text() == "salt wind"
+
+
+def test_a_model_that_calls_a_real_tool_in_the_first_step_has_that_call_run(agent_for, model, home) -> None:
+    agent = agent_for(**SMALL)
+    model.script(act("write_file", path="haiku.txt", content="tide"), choose("sleep"),
+                 act("sleep", duration_seconds=600, reason="done"))
+    agent.loop.run_cycle("first start")
+    assert (home.root / "workspace" / "haiku.txt").read_text() == "tide"
+    assert len(bodies(model)) == 3  # no second step for the turn that acted at once
+
+
+def test_a_message_is_shown_to_both_steps_and_a_wake_up_note_is_not(agent_for, model, clock) -> None:
+    from automaton_min.store import inbox
+
+    agent = agent_for(**SMALL)
+    inbox.insert_message(agent.db, "m1", "0x" + "ab" * 20, "Also write the date into date.txt.", received_at_ms=clock())
+    model.script(choose("exec"), act("exec", command="date > date.txt"), choose("sleep"),
+                 act("sleep", duration_seconds=600, reason="done"))
+    agent.loop.run_cycle("first start")
+    first, second, third, _ = [b["messages"][0]["content"] for b in bodies(model)]
+    assert "Message: Also write the date into date.txt." in first and "Message: Also write the date" in second
+    assert "Message:" not in third and "[wakeup]" not in first  # later turns have no new input
+
+
+def test_raw_line_breaks_inside_a_json_string_are_read() -> None:
+    arguments, _, error = parse_arguments('{"path": "haiku.txt", "content": "grey waves\nfold"}')
+    assert error is None and arguments["content"] == "grey waves\nfold"
