@@ -9,6 +9,7 @@ import json
 import orjson
 import pytest
 
+from automaton_min.agent.stepwise import CHOOSE
 from automaton_min.config import DEFAULTS, deep_merge, load_config
 from automaton_min.errors import ConfigError
 from automaton_min.inference.providers import Providers
@@ -222,7 +223,9 @@ def test_a_context_refusal_is_learnt_and_the_same_turn_succeeds_with_no_last_err
     assert len(sent) == 3 and len(refused) == 1  # refused once, then accepted in the same turn; after the restart it fits
     assert model.rejections == []
     assert sent[1] < sent[0] * 0.6  # rebuilt for 4,096 tokens: the compact prompt and tools
-    assert restart["max_tokens"] == 1024 and len(restart["tools"]) == len(model.requests[1].body["tools"])  # kept
+    # kept: after the restart the first request is already a small model's first step (agent/stepwise.py)
+    assert [t["function"]["name"] for t in restart["tools"]] == [CHOOSE] == [
+        t["function"]["name"] for t in model.requests[1].body["tools"]]
     assert (home.root / "workspace" / "haiku.txt").read_text() == "waves fold on grey sand"
     assert status["lastError"] is None
 
@@ -243,4 +246,5 @@ def test_the_running_agent_reads_vllms_window_before_its_first_request(cli, home
             agent.db.close()
         [first] = model.requests
     assert cycle.turns == 1 and model.rejections == []
-    assert first.body["max_tokens"] == 1024 and len(orjson.dumps(first.body)) // 4 + 1024 <= 4096  # compact, fits
+    # the window was read before the first request: already a small model's first step, and it fits
+    assert first.body["tools"][0]["function"]["name"] == CHOOSE and len(orjson.dumps(first.body)) // 4 + 1024 <= 4096

@@ -7,9 +7,9 @@ single-model servers ignore it). How to start one with a small Gemma GGUF: share
         --chat_format chatml-function-calling --n_ctx 4096 --cache false
     AUTOMATON_LLAMACPP_URL=http://127.0.0.1:8080 python -m pytest -m llm -s tests/test_llm_llamacpp.py
 
-The agent test reads the window from ``AUTOMATON_LLAMACPP_CTX`` (default 4096, the ``--n_ctx`` above):
-llama-cpp-python's server has no ``/props`` to ask. Its prefix reuse works with or without ``--cache`` (see README,
-Performance).
+The direct-turns test sets the window from ``AUTOMATON_LLAMACPP_CTX`` (default 4096, the ``--n_ctx`` above), to
+measure the prompt cache, whose prefix reuse works with or without ``--cache`` (see README, Performance); the
+purpose test learns the window from the server's first refusal.
 """
 
 from __future__ import annotations
@@ -96,9 +96,10 @@ def model():
 
 
 def test_the_real_agent_takes_two_turns_and_the_second_request_extends_the_first(agent_for, model) -> None:
-    """Two direct turns (``actionMode: direct``) of the real agent (``build_agent``) on the real server: both requests fit the window, and the
-    second one repeats the first's system prompt and tools byte for byte and extends its history, so a prefix
-    cache can reuse it. The wall time of each request is printed (``-s``), never asserted."""
+    """Two direct turns (``actionMode: direct``) of the real agent (``build_agent``) on the real server: both
+    requests fit the window, and the second one repeats the first's system prompt and tools byte for byte and
+    extends its history, so a prefix cache can reuse it. The wall time of each request is printed (``-s``), never
+    asserted."""
     agent = agent_for(modelStrategy={"contextWindow": WINDOW}, maxTurnsPerCycle=2, actionMode="direct")
     for _ in range(3):  # a cycle ends early when the model answers in text instead of calling a tool
         agent.loop.run_cycle("Check your credits, then write a note about what you found.")

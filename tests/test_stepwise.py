@@ -71,7 +71,8 @@ def test_a_small_model_repeating_its_last_successful_call_is_not_run_again_and_t
     cycle = agent.loop.run_cycle("first start")
 
     calls = agent.db.query("SELECT name, error FROM tool_calls ORDER BY rowid")
-    assert calls == [("write_file", None), ("write_file", "not run: the same call as your last turn's, which succeeded")]
+    assert calls == [("write_file", None),
+                     ("write_file", "not run: the same call as your last turn's, which succeeded")]
     assert cycle.turns == 2 and cycle.slept_for_s == IDLE_SLEEP_S
     assert agent.db.query("SELECT ending FROM turns ORDER BY rowid")[-1][0].startswith('{"ended":"idle"')
 
