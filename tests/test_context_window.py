@@ -197,6 +197,16 @@ def llama_cpp_python(window: int, answer: dict, refused: list[int]):
     return reply
 
 
+def one_cycle(home, clock):
+    """One wake cycle of the real agent built for ``home`` (``build_agent``), closed afterwards."""
+    agent = build_agent(home, load_config(home, {}), now=clock)
+    try:
+        return agent.loop.run_cycle("test")
+    finally:
+        agent.sandbox.close()
+        agent.db.close()
+
+
 def test_a_context_refusal_is_learnt_and_the_same_turn_succeeds_with_no_last_error(cli, home, clock) -> None:
     haiku = openai_answer(None, [("call_0", "write_file", json.dumps({"path": "haiku.txt", "content": "waves fold on grey sand"})),
                                  ("call_1", "sleep", json.dumps({"duration_seconds": 600, "reason": "the haiku is written"}))])
@@ -209,12 +219,7 @@ def test_a_context_refusal_is_learnt_and_the_same_turn_succeeds_with_no_last_err
         assert setup.code == 0, setup.stderr
         keep_offline(home)
         for run in range(2):  # a run, then a restart
-            agent = build_agent(home, load_config(home, {}), now=clock)
-            try:
-                cycle = agent.loop.run_cycle("test")
-            finally:
-                agent.sandbox.close()
-                agent.db.close()
+            cycle = one_cycle(home, clock)
             assert cycle.turns == 1 and cycle.reason == "the haiku is written"
             clock.advance(601_000)
         sent = [len(orjson.dumps(r.body)) for r in model.requests]
@@ -238,12 +243,7 @@ def test_the_running_agent_reads_vllms_window_before_its_first_request(cli, home
                     "--openai-base-url", model.url + "/v1", "--inference-model", "Qwen/Qwen3-0.6B", "--yes")
         assert setup.code == 0, setup.stderr
         keep_offline(home)
-        agent = build_agent(home, load_config(home, {}), now=clock)
-        try:
-            cycle = agent.loop.run_cycle("test")
-        finally:
-            agent.sandbox.close()
-            agent.db.close()
+        cycle = one_cycle(home, clock)
         [first] = model.requests
     assert cycle.turns == 1 and model.rejections == []
     # the window was read before the first request: already a small model's first step, and it fits

@@ -23,13 +23,12 @@ import shlex
 import signal
 import subprocess
 import tempfile
-import threading
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import _SCRUBBED_ENV, CREATOR, program
+from conftest import _SCRUBBED_ENV, CREATOR, RunningAgent, program
 from standins.model_servers import OpenAIServer, openai_answer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,31 +68,8 @@ def comparable(lines: list[str], home: str) -> list[str]:
     return out
 
 
-class Background:
+class Background(RunningAgent):
     """A command left running, its output lines (stdout and stderr) collected as they come."""
-
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._ended = False
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line)
-                self._cond.notify_all()
-        with self._cond:
-            self._ended = True
-            self._cond.notify_all()
-
-    def wait_for(self, needle: str, timeout_s: float = 60) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._ended or any(needle in line for line in self.lines), timeout_s)
-            found = any(needle in line for line in self.lines)
-        assert found, f"{self.proc.args[-2:]} never printed {needle!r}:\n" + "".join(self.lines)
 
     def ctrl_c(self, timeout_s: float = 60) -> int:
         """One SIGINT, as one Ctrl-C sends; the exit code once the output is read to its end."""
@@ -170,11 +146,11 @@ def test_the_quick_start_runs_as_written(user_home: Path) -> None:
                     assert f"is set up in {home}" in result.stdout, result.stdout
                     assert "gemma-3-270m answered in" in result.stdout, result.stdout
                 elif subcommand == "run":
-                    agent = Background(argv, env)
+                    agent = Background(env, argv)
                     running.append(agent)
                     agent.wait_for('"msg":"asleep"')
                 elif "-f" in argv or "--follow" in argv:
-                    watcher = Background(argv, env)
+                    watcher = Background(env, argv)
                     running.append(watcher)
                     watcher.wait_for("ended: slept")
                     assert watcher.ctrl_c() == 0, "".join(watcher.lines)
