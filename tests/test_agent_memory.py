@@ -110,7 +110,7 @@ def test_the_system_prompt_and_tools_are_byte_identical_and_the_history_is_only_
 
 
 def test_a_small_window_gets_the_compact_tools_and_prompt(agent_for, small_window) -> None:
-    agent = agent_for(openaiBaseUrl=small_window.url)
+    agent = agent_for(openaiBaseUrl=small_window.url, actionMode="direct")  # one request a turn (not stepwise)
     small_window.script(openai_answer(None, [("c1", "check_credits", "{}")]), openai_answer("ok"))
     agent.loop.run_cycle("test")
     first, second = (r.body for r in small_window.requests)
@@ -132,7 +132,7 @@ def test_fifty_turns_fit_a_4096_token_window_and_old_turns_are_folded(agent_for,
     ])
     brain = SmallModel(4096, actions)
     small_window.script(*[brain] * 400)
-    agent = agent_for(openaiBaseUrl=small_window.url, maxTurnsPerCycle=50)
+    agent = agent_for(openaiBaseUrl=small_window.url, maxTurnsPerCycle=50, actionMode="direct")
     run_turns(agent, 50)
     assert brain.refused == 0 and brain.largest <= 4096
     assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls WHERE error IS NOT NULL") == 0
@@ -151,7 +151,7 @@ def test_a_fact_from_the_creator_is_recalled_by_relevance_after_a_compression(ag
                                  for n in range(3)])
     brain = SmallModel(4096, actions)
     small_window.script(*[brain] * 400)
-    agent = agent_for(openaiBaseUrl=small_window.url, maxTurnsPerCycle=50)
+    agent = agent_for(openaiBaseUrl=small_window.url, maxTurnsPerCycle=50, actionMode="direct")
     inbox.insert_message(agent.db, "fact", CREATOR, fact, received_at_ms=clock(), signed_by=CREATOR.lower())
     run_turns(agent, 40)
     assert brain.summaries >= 1

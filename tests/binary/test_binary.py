@@ -139,9 +139,9 @@ def test_run_takes_turns_against_a_loopback_model_and_sigterm_exits_0(bare: Bare
             openai_answer(None, [call("write_file", path="plan.md", content="1. earn\n")]),
             openai_answer("Done for now.", [call("sleep", duration_seconds=3600, reason="nothing left to do")]),
         )
-        # a 4,096-token window: the prompt is sized near the limit, so the exact tokenizer (the bundled
-        # cl100k_base file, its sha256 checked) is loaded
-        bare.setup(model.url, modelStrategy={"contextWindow": 4096})
+        # a 4,096-token window, direct turns (the whole prompt, not a small model's two steps): the prompt is sized
+        # near the limit, so the exact tokenizer (the bundled cl100k_base file, its sha256 checked) is loaded
+        bare.setup(model.url, modelStrategy={"contextWindow": 4096}, actionMode="direct")
         agent = Running(bare)
         try:
             agent.wait_for('"msg":"asleep"')
