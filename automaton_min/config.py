@@ -21,6 +21,7 @@ from automaton_min import __version__
 from automaton_min.errors import ConfigError
 from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
+from automaton_min.net.url import UnreadableUrl, read_url
 
 DEFAULT_TREASURY_POLICY: dict[str, Any] = {
     "maxSingleTransferCents": 5000,
@@ -120,6 +121,10 @@ def _address(value: Any) -> str | None:
 def _url(value: Any) -> str | None:
     if not isinstance(value, str) or not re.match(r"https?://[^\s/]+\S*\Z", value):
         return "expected an http:// or https:// URL"
+    try:  # one reading: what doctor, the wizard and the clients take for its host is the host it reaches
+        read_url(value)
+    except UnreadableUrl as exc:
+        return f"expected an http:// or https:// URL ({exc})"
     return None
 
 

@@ -3,9 +3,12 @@ configuration no retry can fix; over loopback servers answering the way llama.cp
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from automaton_min.inference.anthropic import AnthropicProvider
+from automaton_min.inference.refusals import context_overflow
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.types import ChatRequest, ContextTooLong, Message, ModelUnusable, ProviderError
 from standins.loopback_http import Reply
@@ -89,3 +92,10 @@ def test_passing_failures_stay_runtime_failures(status) -> None:
         with pytest.raises(ProviderError) as caught:
             chat(server)
     assert not isinstance(caught.value, ModelUnusable) and caught.value.exit_code == 1
+
+
+@pytest.mark.parametrize("window", [1, 511, 10**20])
+def test_a_window_no_model_has_is_not_learnt(window) -> None:
+    body = json.dumps({"error": {"code": 400, "message": "the request exceeds the available context size",
+                                 "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": window}})
+    assert context_overflow(400, body.encode()) == (5000, None)

@@ -7,10 +7,9 @@ forgot, and lost its warning message when it forced a sleep).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 MAX_TOOL_CALLS_PER_TURN = 10
 MAX_CONSECUTIVE_ERRORS = 5
@@ -26,7 +25,7 @@ MAINTENANCE_TURNS = 3
 
 def call_key(name: str, arguments: dict[str, Any]) -> str:
     """A call's identity for the repeat rule: the tool and its arguments, key order aside."""
-    return name + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    return name + json.dumps(arguments, sort_keys=True, default=str)  # json: integers of any size
 
 
 @dataclass(frozen=True)

@@ -283,7 +283,8 @@ class AgentLoop:
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, self.services.for_turn(loop_state))
         repeats = 0
-        small = stepwise.applies(self.config, routed.route.model.context_window)  # the repeat rule holds
+        # the repeat rule: a small model's turn without new input (a message may ask for the same call again)
+        small = message is None and stepwise.applies(self.config, routed.route.model.context_window)
         for index, call in enumerate(routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]):
             self.progress()
             if small and call.argument_error is None and controls.is_repeat(call_key(call.name, call.arguments)):
@@ -296,15 +297,14 @@ class AgentLoop:
                 replace(ctx, call_index=index), call.id, call.name, call.arguments, argument_error=call.argument_error,
                 authorize=lambda spec, args, n=names: self.hooks.authorize(spec, args, authority, turn_id, n))
             outcomes.append(outcome)
-        if outcomes:
-            last = outcomes[-1]
-            self._previous_action = stepwise.done(last.name, last.result, last.error)
         calls = tuple(
             StoredToolCall(f"{turn_id}_{i}", o.name, self.hooks.redact_key(o.arguments),
                            self.hooks.clean_result(o.result, o.name, self.now()) if o.result else "",
                            self.hooks.clean_result(o.error, o.name, self.now()) if o.error else o.error, o.duration_ms,
                            routed.result.tool_calls[i].id)
             for i, o in enumerate(outcomes))
+        if calls:  # as stored: cleaned of injections and key material, like anything the model reads
+            self._previous_action = stepwise.done(calls[-1].name, calls[-1].result, calls[-1].error)
         if self._abandon is not None and self._abandon.is_set():
             raise TurnAbandoned()
         specs = {spec.name: spec for spec in self.tools.specs()}
@@ -357,6 +357,7 @@ class AgentLoop:
 
         def ask(route: Route) -> RoutedResult | BudgetDenied:
             if stepwise.applies(self.config, route.model.context_window):  # a small model: one step at a time
+                self.last_context = None  # no assembled context: status shows no stale figures
                 purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
                 step = stepwise.StepInput(purpose, message.content if message and source == "inbox" else None,
                                           self._previous_action)

@@ -15,6 +15,7 @@ choice (Ollama) may answer in text; a JSON object there is read as the call.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ CHOOSE = "choose_action"
 # The table of actions a small model chooses among (with more than four, Gemma 3 270M chose worse: README).
 SMALL_MODEL_ACTIONS = ("exec", "read_file", "write_file", "sleep")
 LAST_RESULT_CHARS = 200
+MESSAGE_CHARS = 500
 CHOOSE_TOKENS = 32  # an action's name in JSON
 CALL_TOKENS = 400  # a call's arguments: a short file or a command
 CALL_CHARS = 300  # the longest string argument a small model's call may have
@@ -57,11 +59,13 @@ class StepInput:
     last_result: str | None = None
 
     def lines(self) -> str:
+        """The purpose, then the message and the last result each flattened to one capped line, so that neither
+        can pass for a line of the prompt's own ("Task:", an example)."""
         text = f"Task: {self.purpose}"
         if self.message:
-            text += f"\nMessage: {self.message}"
+            text += f"\nMessage: {_one_line(self.message, MESSAGE_CHARS)}"
         if self.last_result:
-            text += f"\nLast action: {self.last_result[:LAST_RESULT_CHARS]}"
+            text += f"\nLast action: {_one_line(self.last_result, LAST_RESULT_CHARS)}"
         return text
 
 
@@ -132,9 +136,9 @@ def the_call(result: ChatResult, name: str) -> ChatResult:
         return replace(result, tool_calls=calls[:1])
     data = _json_object(result.content.strip())
     if isinstance(data, dict):
-        raw = orjson.dumps(data).decode()
+        raw = json.dumps(data)
         return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, data, raw),))
-    return result
+    return replace(result, tool_calls=())  # another tool than the one chosen is not run
 
 
 def done(name: str, result: str, error: str | None) -> str:
@@ -159,6 +163,10 @@ def _bounded(schema: dict[str, Any]) -> dict[str, Any]:
     if kept.get("type") == "string" and "enum" not in kept:
         kept["maxLength"] = min(int(schema.get("maxLength") or CALL_CHARS), CALL_CHARS)
     return kept
+
+
+def _one_line(text: str, limit: int) -> str:
+    return " ".join(text.split())[:limit]
 
 
 def _json_object(text: str) -> Any:

@@ -26,6 +26,8 @@ from typing import Any
 
 OVERFLOW_STATUSES = frozenset({400, 413})
 CONFIG_STATUSES = frozenset({401, 403, 404})
+MIN_PLAUSIBLE_WINDOW = 512
+MAX_PLAUSIBLE_TOKENS = 100_000_000
 
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
 _OVERFLOW_PHRASES = ("context length", "context size", "context window", "maximum context", "n_ctx",
@@ -91,6 +93,10 @@ def context_overflow(status: int, body: bytes) -> tuple[int | None, int | None] 
             prompt = prompt or (int(match.group(prompt_group)) if prompt_group else None)
             window = window or int(match.group(window_group))
             break
+    # A figure no model has is not learnt (a hostile server's window of 1 would stay for good; one of 10^20 breaks
+    # storage): without a window the prompt is halved instead.
+    prompt = prompt if prompt is not None and prompt <= MAX_PLAUSIBLE_TOKENS else None
+    window = window if window is not None and MIN_PLAUSIBLE_WINDOW <= window <= MAX_PLAUSIBLE_TOKENS else None
     return prompt, window
 
 
