@@ -297,3 +297,14 @@ def test_a_refusal_after_the_model_has_answered_is_a_failed_turn_not_a_configura
     result = agent.loop.run_cycle("test")
     assert result.reason == "done" and len(model.requests) == 3
     assert "403" in orjson.loads(get_value(agent.db, "last_error"))["message"]
+
+
+def test_a_call_with_a_number_beyond_64_bits_is_refused_before_any_tool_runs(agent_for, model, home) -> None:
+    agent = agent_for()
+    huge = '{"path": "x.txt", "content": "y", "n": [1, {"m": 100000000000000000000}]}'
+    model.script(openai_answer(None, [("call_0", "write_file", huge)]), openai_answer("done"))
+    cycle = agent.loop.run_cycle("test")
+    assert cycle.turns == 2 and not (home.root / "workspace" / "x.txt").exists()
+    [(error,)] = agent.db.query("SELECT error FROM tool_calls")
+    assert "beyond 64 bits" in error
+    assert agent.db.query("SELECT COUNT(*) FROM failed_turns")[0][0] == 0

@@ -133,6 +133,9 @@ def post_json(
                             response.status) from None
 
 
+HUGE_NUMBER = "tool arguments hold a whole number beyond 64 bits, or nest deeper than 64 levels"
+
+
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
     """Tool-call arguments as ``(arguments, raw_arguments, argument_error)``; never raises.
 
@@ -141,7 +144,8 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
     text or null (a call without arguments); a JSON string holding a JSON object (double-encoded, some local models).
     Anything else gives ``{}`` and an error the loop returns to the model."""
     if isinstance(value, dict):
-        return value, json.dumps(value, ensure_ascii=False), None
+        raw = json.dumps(value, ensure_ascii=False)
+        return ({}, raw, HUGE_NUMBER) if _has_huge_integer(value) else (value, raw, None)
     if value is None:
         return {}, "", None
     if not isinstance(value, str):
@@ -161,10 +165,26 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
         except (ValueError, RecursionError):
             inner = None
         if isinstance(inner, dict):
-            return inner, value, None
+            parsed = inner
     if not isinstance(parsed, dict):
         return {}, value, f"tool arguments must be a JSON object, got {_json_kind(parsed)}"
+    if _has_huge_integer(parsed):
+        return {}, value, HUGE_NUMBER
     return parsed, value, None
+
+
+def _has_huge_integer(value: Any, depth: int = 0) -> bool:
+    """Whether a whole number outside 64 bits (what orjson and the database store) sits anywhere in ``value``, or
+    it nests too deep to look."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -(2**63) <= value < 2**64
+    if depth > 64:
+        return True
+    if isinstance(value, dict):
+        return any(_has_huge_integer(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_huge_integer(v, depth + 1) for v in value)
+    return False
 
 
 def _json_kind(value: Any) -> str:
