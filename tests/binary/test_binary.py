@@ -85,27 +85,31 @@ def test_init_setup_status_and_doctor_in_a_new_home(bare: Bare) -> None:
     assert created["isNew"] is True and created["home"] == str(bare.home)
     assert (bare.home / "wallet.json").stat().st_mode & 0o777 == 0o600
 
-    bare.setup()
-    status = bare("status", "--json")
-    assert status.returncode == 0, status.stderr
-    shown = json.loads(status.stdout)
-    assert (shown["name"], shown["address"], shown["creator"]) == ("ada", created["address"], CREATOR)
-    assert shown["running"] is False and shown["turns"] == 0 and shown["version"] == __version__
+    with OpenAIServer(mode="llamacpp", models=[{"id": "scripted-model", "object": "model"}]) as model:
+        model.script(openai_answer("OK"))  # doctor's one tiny request to a local model
+        bare.setup(model.url)
+        status = bare("status", "--json")
+        assert status.returncode == 0, status.stderr
+        shown = json.loads(status.stdout)
+        assert (shown["name"], shown["address"], shown["creator"]) == ("ada", created["address"], CREATOR)
+        assert shown["running"] is False and shown["turns"] == 0 and shown["version"] == __version__
 
-    # doctor's contract: exit 0 when every check passed, 1 when any failed; --json says which
-    doctor = bare("doctor", "--json")
-    report = json.loads(doctor.stdout)
-    assert doctor.returncode == (0 if report["ok"] else 1), doctor
-    checks = {check["name"]: check for check in report["checks"]}
-    failed = [check for name, check in checks.items() if not check["ok"] and name != "confinement"]
-    assert failed == [], failed
-    # local mode: doctor starts the confined spawner, which a frozen binary runs as itself (__confined-spawner__)
-    assert "confinement" in checks
-    if abi_version() >= 1:
-        assert checks["confinement"]["ok"], checks["confinement"]
-        assert checks["confinement"]["detail"].startswith("landlock")
-    text = bare("doctor")
+        # doctor's contract: exit 0 when every check passed, 1 when any failed; --json says which
+        doctor = bare("doctor", "--json")
+        report = json.loads(doctor.stdout)
+        assert doctor.returncode == (0 if report["ok"] else 1), doctor
+        checks = {check["name"]: check for check in report["checks"]}
+        failed = [check for name, check in checks.items() if not check["ok"] and name != "confinement"]
+        assert failed == [], failed
+        # local mode: doctor starts the confined spawner, which a frozen binary runs as itself (__confined-spawner__)
+        assert "confinement" in checks
+        if abi_version() >= 1:
+            assert checks["confinement"]["ok"], checks["confinement"]
+            assert checks["confinement"]["detail"].startswith("landlock")
+        model.script(openai_answer("OK"))
+        text = bare("doctor")
     assert text.returncode == doctor.returncode and "database integrity" in text.stdout
+    assert checks["model server"]["ok"], checks["model server"]  # the frozen binary asked the model too
 
     # HTTPS through requests with certifi's CA bundle from the binary: a refused connection, not a missing bundle
     bare.env["AUTOMATON_RPC_URL"] = "https://127.0.0.1:9"
