@@ -18,11 +18,13 @@ import os
 import urllib.error
 import urllib.request
 
+import orjson
 import pytest
 
 from automaton_min.inference.openai_compat import OpenAICompatibleProvider
 from automaton_min.inference.types import ChatRequest, ChatResult, Message, ToolSchema
 from automaton_min.store.turns import count_turns
+from conftest import CREATOR, RunningAgent, keep_offline
 from standins.loopback_http import LoopbackServer, Reply, Request
 
 URL = os.environ.get("AUTOMATON_LLAMACPP_URL", "").strip()
@@ -125,7 +127,9 @@ def test_the_real_agent_takes_two_turns_and_the_second_request_extends_the_first
 
 PURPOSES = {  # the purpose, and what its action leaves in the workspace
     "write_file": ("Write a haiku about the sea into haiku.txt, then sleep.", "haiku.txt"),
-    "exec": ("Use the exec tool to run the shell command: mkdir reports. Then sleep.", "reports"),
+    "exec": ("Run the shell command `mkdir reports`, then sleep.", "reports"),
+    "exec, the command after a colon": ("Use the exec tool to run the shell command: mkdir reports. Then sleep.",
+                                        "reports"),
 }
 
 
@@ -144,3 +148,23 @@ def test_the_real_agent_does_what_its_purpose_asks_then_sleeps(agent_for, model,
     path = home.root / "workspace" / produced
     assert path.is_dir() or (path.is_file() and path.read_text().strip()), calls
     assert count_turns(agent.db) <= 5 and agent.loop.hooks.state() == "sleeping", cycle
+
+
+def test_the_real_run_writes_the_haiku_and_sleeps(cli, home) -> None:
+    """The same purpose through ``automaton-min run`` as a process: this source tree, or the one-file binary when
+    ``AUTOMATON_BINARY`` names it (``conftest.program()``); set up as the README says (base URL, temperature 0,
+    seed 7), no window configured. One SIGTERM after the agent falls asleep; the log's lines are printed (``-s``)."""
+    purpose = PURPOSES["write_file"][0]
+    setup = cli("setup", "--name", "ada", "--genesis-prompt", purpose, "--creator-address", CREATOR,
+                "--openai-base-url", f"{URL.rstrip('/')}/v1", "--inference-model", MODEL, "--yes")
+    assert setup.code == 0, setup.stderr
+    keep_offline(home, modelStrategy={**orjson.loads(home.config_path.read_bytes())["modelStrategy"],
+                                      "temperature": 0, "seed": 7}, maxTurnsPerCycle=5)
+    agent = RunningAgent({**os.environ, "AUTOMATON_HOME": str(home.root)})
+    try:
+        agent.wait_for('"msg":"asleep"', timeout_s=600)
+    finally:
+        code = agent.stop()
+    print("\n" + "".join(line for line in agent.lines if '"tool' in line or "asleep" in line))
+    haiku = home.root / "workspace" / "haiku.txt"
+    assert code == 0 and haiku.is_file() and haiku.read_text().strip(), agent.output[-3000:]

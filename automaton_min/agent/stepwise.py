@@ -43,7 +43,7 @@ _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 EXAMPLES: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
     "write_file": (("Put the word hello into greeting.txt.", {"path": "greeting.txt", "content": "hello"}),
                    ("Note in todo.md that the roof needs fixing.", {"path": "todo.md", "content": "Fix the roof."})),
-    "exec": (("Show the current date with the shell command date.", {"command": "date"}),
+    "exec": (("Run the shell command `uname -a`, then rest.", {"command": "uname -a"}),
              ("Count the lines of notes.txt.", {"command": "wc -l notes.txt"})),
     "read_file": (("Tell me what notes.txt says.", {"path": "notes.txt"}),),
     "sleep": (("Nothing is left to do for an hour.", {"seconds": 3600}),),
