@@ -7,6 +7,7 @@ from typing import Callable
 import click
 
 from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
+from automaton_min.cli.logs_cmd import ending_text
 from automaton_min.runtime.status import gather_status
 
 
@@ -63,12 +64,14 @@ def _heartbeat(beat: dict) -> str | None:
 
 
 def _turn_line(turn: dict) -> str:
-    """``2026-11-23T01:02:03.000Z inbox: exec, remember_fact | "I will..." [1234/2662 tokens]``"""
+    """``2026-11-23T01:02:03.000Z inbox: exec, remember_fact | "I will..." [1234/2662 tokens]; ended: slept 600 s:
+    ...``, the ending in ``logs``' words."""
     tools = ", ".join(turn["tools"]) or "no tools"
     context = turn["context"]
     size = f" [{context['used']}/{context['capacity']} tokens]" if context else ""
     said = f' | "{turn["said"]}"' if turn["said"] else ""
-    return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}"
+    ended = f"; ended: {ending_text(turn['ending'])}" if turn.get("ending") else ""
+    return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}{ended}"
 
 
 def _parts(parts: dict) -> str:

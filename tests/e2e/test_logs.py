@@ -245,6 +245,25 @@ def test_logs_says_a_turn_the_runtime_stopped_after(agent_for, model, clock, cli
     assert endings_shown(cli) == ["ended: stopped: the runtime is stopping"]
 
 
+def test_status_says_how_the_last_turns_ended_in_the_words_logs_uses(agent_for, model, clock, cli):
+    from standins.model_servers import openai_answer
+
+    agent = agent_for()
+    model.script(later(clock, openai_answer(None, [call("exec", command="true")])),
+                 later(clock, openai_answer(None, [call("sleep", duration_seconds=4052)])))
+    agent.loop.run_cycle("test")
+    went_on, slept = endings_shown(cli)
+    assert slept == "ended: slept 4052 s: no reason given"
+
+    result = cli("status")
+    assert result.code == 0, result.stderr
+    newest, older = [line for line in result.stdout.splitlines() if "; ended: " in line]
+    assert "continued: sleep [" in newest and newest.endswith(f"; {slept}")
+    assert "wakeup: exec [" in older and older.endswith(f"; {went_on}")
+    recent = json.loads(cli("status", "--json").stdout)["recentTurns"]
+    assert recent[0]["ending"] == {"ended": "slept", "seconds": 4052, "reason": "no reason given"}
+
+
 def test_logs_reads_a_database_from_before_endings_were_recorded(cli, set_up):
     add_turn(set_up, 1)
     connection = apsw.Connection(str(set_up.default_db_path))
@@ -256,6 +275,8 @@ def test_logs_reads_a_database_from_before_endings_were_recorded(cli, set_up):
     assert result.code == 0, result.stderr
     assert "thought number 1" in result.stdout and "ended:" not in result.stdout
     assert json.loads(cli("logs", "--json").stdout)["ending"] is None
+    status = cli("status")  # read-only too: the turn is listed without an ending
+    assert status.code == 0 and "thought number 1" in status.stdout and "ended:" not in status.stdout, status.stderr
 
 
 def test_follow_shows_a_failed_turn_before_its_retry_in_the_same_millisecond(set_up, follower):
