@@ -76,6 +76,31 @@ def test_logs_of_a_new_agent_says_there_is_nothing_yet(cli, set_up):
     assert (quiet.code, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
+def test_logs_of_a_running_agent_without_turns_says_it_runs(cli, set_up):
+    from automaton_min.runtime.run_lock import RunLock
+
+    lock = RunLock(set_up)
+    lock.acquire()  # this test process stands in for a run that has not finished a turn yet
+    try:
+        result = cli("logs")
+        assert (result.code, result.stdout) == (0, "")
+        assert result.stderr.strip() == f"No turns yet: the agent is running (pid {os.getpid()}) and has taken no turn yet."
+        env = {**os.environ, "AUTOMATON_HOME": str(set_up.root)}
+        watcher = subprocess.Popen([sys.executable, "-m", "automaton_min", "logs", "-f"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+        stuck = threading.Timer(30, watcher.kill)  # a watcher that never says it must not hang the test
+        stuck.start()
+        try:
+            assert watcher.stderr.readline() == result.stderr  # -f says the same, then keeps watching
+        finally:
+            stuck.cancel()
+            watcher.kill()
+            watcher.wait(timeout=30)
+    finally:
+        lock.release()
+    assert "start it with: automaton-min run" in cli("logs").stderr  # stopped again
+
+
 class Follower:
     """``logs --follow --json`` in a subprocess, its stdout lines delivered to a queue."""
 
