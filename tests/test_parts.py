@@ -7,7 +7,7 @@ import logging
 import socket
 
 from automaton_min.config import config_from
-from automaton_min.runtime.parts import BACKOFF_MAX_MS, PartStates, backoff_ms, probe, stored_states
+from automaton_min.runtime.parts import BACKOFF_MAX_MS, PartStates, backoff_ms, probe, stored_states, turn_off_hint
 from standins.loopback_http import LoopbackServer
 
 
@@ -64,3 +64,17 @@ def test_status_forgets_an_unreachable_part_whose_url_changed_since(db, clock) -
     assert moved["relay"] == {"state": "on", "url": "http://127.0.0.1:8"}
     off = stored_states(db, config_from({"socialRelayUrl": "", "rpcUrl": "http://127.0.0.1:9"}))
     assert off["relay"]["state"] == "off"
+
+
+def test_an_unreachable_relay_is_said_with_how_to_turn_it_off_and_the_rpc_node_without(db, clock) -> None:
+    states = PartStates({"conway": None, "relay": "http://127.0.0.1:9", "rpc": "http://127.0.0.1:8"})
+    states.unreachable(db, "rpc", "refused", clock(), say=False)
+    assert "to turn" not in states.banner()  # the RPC node cannot be off
+    states.unreachable(db, "relay", "refused", clock(), say=False)
+    assert states.banner() == ("the Conway API off (no conwayApiKey); the social relay unreachable at"
+                               " http://127.0.0.1:9 (socialRelayUrl); the RPC node unreachable at http://127.0.0.1:8"
+                               ' (rpcUrl); to turn the social relay off: automaton-min config set socialRelayUrl ""')
+    stored = stored_states(db, config_from({"socialRelayUrl": "http://127.0.0.1:9", "rpcUrl": "http://127.0.0.1:8"}))
+    assert turn_off_hint(stored) == 'to turn the social relay off: automaton-min config set socialRelayUrl ""'
+    states.answered(db, "relay", clock())
+    assert "to turn" not in states.banner()

@@ -1,4 +1,5 @@
-"""``automaton-min doctor``: health checks with fixes; non-zero exit on any failure (a part that is off is none)."""
+"""``automaton-min doctor``: health checks with fixes; non-zero exit on any failure (a part that is off, or a remote
+part the agent found unreachable, is none)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from automaton_min.cli.common import emit_json, home_of, with_home
 from automaton_min.errors import EXIT_FAILURE
 from automaton_min.runtime.doctor import all_passed, run_doctor
 
-LABELS = {"ok": "ok  ", "fail": "FAIL", "off": "off ", "skip": "skip"}
-HINTS = {"fail": "fix", "off": "to turn it on", "skip": "to try it"}
+LABELS = {"ok": "ok  ", "fail": "FAIL", "off": "off ", "skip": "skip", "unreachable": "down"}
+HINTS = {"fail": "fix: ", "off": "to turn it on: ", "skip": "to try it: ", "unreachable": ""}
 
 
 @click.command("doctor")
@@ -27,7 +28,9 @@ def command(ctx: click.Context, as_json: bool, try_model: bool) -> None:
     else:
         for check in checks:
             line = f"{LABELS[check.state]}  {check.name:<18} {check.detail}"
-            click.echo(line + (f"\n      {HINTS[check.state]}: {check.fix}" if check.fix and check.state in HINTS else ""))
-        click.echo("all checks passed" if passed else "some checks failed")
+            click.echo(line + (f"\n      {HINTS[check.state]}{check.fix}" if check.fix and check.state in HINTS else ""))
+        down = ", ".join(check.name for check in checks if check.state == "unreachable")
+        click.echo(("all checks passed" if passed else "some checks failed")
+                   + (f"; not answering when the agent last tried: {down} (it runs without them)" if down else ""))
     if not passed:
         ctx.exit(EXIT_FAILURE)

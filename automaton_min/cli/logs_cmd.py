@@ -12,9 +12,11 @@ from automaton_min.cli.common import home_of, load_config_for
 from automaton_min.config import db_path
 from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
 from automaton_min.runtime.report import short
+from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
 
 if TYPE_CHECKING:
+    from automaton_min.home import Home
     from automaton_min.store.db import Database
 
 FOLLOW_POLL_S = 1.0
@@ -34,20 +36,29 @@ def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:
     show = _print_json if as_json else _print_text
     with open_database(db_path(home, config), read_only=True) as db:
         try:
-            _show(db, tail, follow, show, as_json)
+            _show(db, home, tail, follow, show, as_json)
         except KeyboardInterrupt:  # Ctrl-C ends --follow quietly, also before its first poll
             if not follow:
                 raise
 
 
-def _show(db: "Database", tail: int, follow: bool, show: Callable[[dict[str, Any]], None], as_json: bool) -> None:
+def _no_turns_yet(home: "Home") -> str:
+    """What an empty history means: the agent is running and has not finished a turn yet, or it was never run."""
+    running, pid = run_holder(home)  # the run lock, tested as status does
+    if running:
+        who = f" (pid {pid})" if pid else ""
+        return f"No turns yet: the agent is running{who} and has taken no turn yet."
+    return "No turns yet: the agent has not taken one in this home (start it with: automaton-min run)."
+
+
+def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[[dict[str, Any]], None],
+          as_json: bool) -> None:
     """The last ``tail`` turns, then (with ``follow``) each new one as it is written, until interrupted."""
     turns = latest_turns(db, tail)
     for turn in turns:
         show(turn)
     if not turns and not as_json:
-        click.echo("No turns yet: the agent has not taken one in this home (start it with: automaton-min run).",
-                   err=True)
+        click.echo(_no_turns_yet(home), err=True)
     if not follow:
         return
     cursor = cursor_of(turns, None) or cursor_of(latest_turns(db, 1), None)

@@ -6,7 +6,9 @@ from typing import Callable
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for
+from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for, with_home
+from automaton_min.cli.logs_cmd import ending_text
+from automaton_min.runtime.parts import turn_off_hint
 from automaton_min.runtime.status import gather_status
 
 
@@ -63,12 +65,14 @@ def _heartbeat(beat: dict) -> str | None:
 
 
 def _turn_line(turn: dict) -> str:
-    """``2026-11-23T01:02:03.000Z inbox: exec, remember_fact | "I will..." [1234/2662 tokens]``"""
+    """``2026-11-23T01:02:03.000Z inbox: exec, remember_fact | "I will..." [1234/2662 tokens]; ended: slept 600 s:
+    ...``, the ending in ``logs``' words."""
     tools = ", ".join(turn["tools"]) or "no tools"
     context = turn["context"]
     size = f" [{context['used']}/{context['capacity']} tokens]" if context else ""
     said = f' | "{turn["said"]}"' if turn["said"] else ""
-    return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}"
+    ended = f"; ended: {ending_text(turn['ending'])}" if turn.get("ending") else ""
+    return f"{turn['at']} {turn['input'] or 'continued'}: {tools}{said}{size}{ended}"
 
 
 def _parts(parts: dict) -> str:
@@ -137,6 +141,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("heartbeat", _heartbeat(info["heartbeat"])),
         ("remote parts", _parts(info["parts"])),
+        *((("", with_home(hint, ctx)),) if (hint := turn_off_hint(info["parts"])) else ()),
         ("turns", info["turns"]),
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),

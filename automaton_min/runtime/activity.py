@@ -88,6 +88,15 @@ def _with_calls(db: "Database", rows: list[tuple]) -> list[dict[str, Any]]:
     return turns
 
 
+def endings_of(db: "Database", turn_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+    """How each of these turns (of ``turns``) ended; ``None`` where no ending was recorded."""
+    if not turn_ids or len(_sources(db)) == 1:  # a database from before endings were recorded
+        return {}
+    marks = ",".join("?" * len(turn_ids))
+    return {turn_id: _ending(text) for turn_id, text in
+            db.query(f"SELECT id, ending FROM turns WHERE id IN ({marks})", tuple(turn_ids))}
+
+
 def _ending(text: str | None) -> dict[str, Any] | None:
     """A stored ending; ``None`` for turns written before endings were recorded (or an unreadable one)."""
     value = _json_object(text) if text else None

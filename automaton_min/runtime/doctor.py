@@ -1,7 +1,8 @@
 """``automaton-min doctor``: check the home, its files, the database and the model, and say how to fix each problem.
 
 Each check's ``state``: ``ok``; ``fail`` (the only state that makes doctor fail); ``off`` (a part the user did not
-configure); ``skip`` (not tried, and ``fix`` says how to try it)."""
+configure); ``unreachable`` (a remote part the agent found not answering: not a local fault, the agent runs without
+it); ``skip`` (not tried, and ``fix`` says how to try it)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def run_doctor(home: Home, *, try_model: bool = False) -> list[Check]:
         from automaton_min.runtime.doctor_model import model_checks, part_checks
 
         checks.extend(model_checks(home, config, try_model=try_model))
-        checks.extend(part_checks(config))
+        checks.extend(part_checks(home, config))
     return checks
 
 

@@ -3,7 +3,8 @@
 The model: which endpoint serves it, whether that endpoint answers and lists the model, its window and where the
 window came from, and one tiny completion: always on a local endpoint, on one that may charge only with
 ``--try-model``. A part the user did not configure (no model provider yet; the remote parts of ``runtime/parts.py``:
-no Conway key, no relay) is "off", never a failure.
+no Conway key, no relay) is "off", and a remote part the agent found unreachable is "unreachable"; neither is a
+failure.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from automaton_min.inference.windows import Window
 from automaton_min.inference.wire_common import ProviderUnreachable, one_line
 from automaton_min.net.http import NetworkError, Response, request as plain_request
 from automaton_min.runtime.doctor import Check
-from automaton_min.runtime.parts import OFF_BECAUSE, describe, parts_of
+from automaton_min.runtime.parts import OFF_BECAUSE, URL_SETTINGS, describe, parts_of, stored_states, turn_off_hint
 from automaton_min.store.db import open_database
 
 Send = Callable[..., Response]
@@ -37,15 +38,34 @@ _REACH_FIX = {"compatible": "start the model server, or correct openaiBaseUrl",
               "conway": "check the network, or correct conwayApiUrl"}
 
 
-def part_checks(config: Config) -> list[Check]:
-    """The remote parts a run may use (``runtime/parts.py``): on (not contacted here) or off by the configuration."""
+def part_checks(home: Any, config: Config) -> list[Check]:
+    """The remote parts a run may use (``runtime/parts.py``), none contacted here: off by the configuration,
+    unreachable as the agent last found it (KV ``parts``, as ``status`` reads it), or on. Unreachable is said but is
+    not a failure: the agent runs without the part, and nothing on this machine is wrong."""
     checks = []
-    for name, url in parts_of(config).items():
-        if url is None:
+    for name, part in _recorded_parts(home, config).items():
+        url = part["url"]
+        if part["state"] == "off":
             checks.append(Check(name, True, f"off: {OFF_BECAUSE[name]}", TURN_ON[name], state="off"))
+        elif part["state"] == "unreachable":
+            fix = turn_off_hint({name: part}) or f"check the network, or correct {URL_SETTINGS[name]}"
+            checks.append(Check(name, True, f"{describe(name)}: {url} unreachable since {part.get('since')}, as the"
+                                            " agent last found it (not contacted)", fix, state="unreachable"))
         else:
             checks.append(Check(name, True, f"{describe(name)}: {url} (not contacted)"))
     return checks
+
+
+def _recorded_parts(home: Any, config: Config) -> dict[str, dict[str, Any]]:
+    """Each part's state as ``status`` shows it; from the configuration alone without a readable database."""
+    path = db_path(home, config)
+    if path.exists():
+        try:
+            with open_database(path, read_only=True) as db:
+                return stored_states(db, config)
+        except AutomatonError:
+            pass  # the database checks say what is wrong with it
+    return {name: {"state": "off" if url is None else "on", "url": url} for name, url in parts_of(config).items()}
 
 
 def model_checks(home: Any, config: Config, *, try_model: bool, send: Send = plain_request) -> list[Check]:

@@ -2,7 +2,8 @@
 
 Off: the configuration leaves the part out (no ``conwayApiKey``, an empty ``socialRelayUrl``); nothing tries it.
 Unreachable: configured, but it gave no answer at all (refused, timed out, no route, its circuit breaker open).
-Both are named once in the start banner and in ``status``. After that a part's state is logged only when it
+Both are named once in the start banner and in ``status``, with how to turn off an unreachable part the agent can
+do without (``TURN_OFF``: the relay). After that a part's state is logged only when it
 changes (it stops answering, it answers again). While it is down, the work that needs it waits a back-off that
 doubles from one minute to 30 minutes, and starts over once it answers; its failures are never heartbeat failures
 for the alerts. KV ``parts`` keeps the states for ``status``, written when they change.
@@ -32,6 +33,8 @@ LABELS = {"conway": "the Conway API", "relay": "the social relay", "rpc": "the R
 URL_SETTINGS = {"conway": "conwayApiUrl", "relay": "socialRelayUrl", "rpc": "rpcUrl"}
 OFF_BECAUSE = {"conway": "no conwayApiKey", "relay": "socialRelayUrl is empty"}
 TASK_PARTS = {"check_credits": "conway", "check_social_inbox": "relay"}  # tasks with nothing to do while it is off
+# How to turn off a part the agent can do without (a local-only agent needs no relay), said where it is unreachable.
+TURN_OFF = {"relay": 'automaton-min config set socialRelayUrl ""'}
 
 
 def describe(name: str) -> str:
@@ -112,8 +115,10 @@ class PartStates:
 
     def banner(self) -> str:
         """What is not on, for the start banner: ``the Conway API off (no conwayApiKey); the RPC node
-        unreachable at http://... (rpcUrl)``; "all on" when every part is."""
-        return said(self.states()) or "all on"
+        unreachable at http://... (rpcUrl)``, then how to turn off an unreachable part that can be off; "all on"
+        when every part is."""
+        states = self.states()
+        return "; ".join(filter(None, (said(states), turn_off_hint(states)))) or "all on"
 
     def save(self, db: "Database", now_ms: int) -> None:
         """Write every part's state to KV ``parts`` (at start, replacing what an earlier run left)."""
@@ -140,6 +145,13 @@ def said(states: dict[str, dict[str, Any]]) -> str:
     return "; ".join(f"{LABELS.get(name, name)} off ({s.get('why')})" if s["state"] == "off" else
                      f"{LABELS.get(name, name)} unreachable at {s['url']} ({URL_SETTINGS.get(name, '?')})"
                      for name, s in states.items() if s["state"] != "on")
+
+
+def turn_off_hint(states: dict[str, dict[str, Any]]) -> str:
+    """How to turn off the unreachable parts that can be off, in one line: ``to turn the social relay off:
+    automaton-min config set socialRelayUrl ""``; empty when there is none."""
+    return "; ".join(f"to turn {LABELS[name]} off: {TURN_OFF[name]}" for name, s in states.items()
+                     if s["state"] == "unreachable" and name in TURN_OFF)
 
 
 def probe(states: PartStates, db: "Database", now_ms: int, timeout_s: float = PROBE_TIMEOUT_S) -> None:

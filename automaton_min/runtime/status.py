@@ -11,6 +11,7 @@ from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
 from automaton_min.observe.report_task import latest_alerts
+from automaton_min.runtime.activity import endings_of
 from automaton_min.runtime.parts import stored_states
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
@@ -43,15 +44,17 @@ def heartbeat_summary(db: Any) -> dict[str, Any]:
 
 
 def turn_summaries(db: Any, limit: int = RECENT_TURNS) -> list[dict[str, Any]]:
-    """The newest turns, newest first: when, what came in, which tools, the start of what the agent said, and the
-    context it was given."""
+    """The newest turns, newest first: when, what came in, which tools, the start of what the agent said, the
+    context it was given, and how it ended (``turns.ending``, as ``logs`` reads it)."""
     summaries = []
-    for turn in reversed(recent_turns(db, limit)):
+    turns = recent_turns(db, limit)
+    ended = endings_of(db, [turn.id for turn in turns])
+    for turn in reversed(turns):
         said = " ".join(turn.thinking.split())
         context = turn.token_usage.get("context")
         summaries.append({"at": turn.timestamp, "input": turn.input_source, "tools": [c.name for c in turn.tool_calls],
                           "said": said if len(said) <= SAID_CHARS else said[: SAID_CHARS - 1] + "…",
-                          "context": context if isinstance(context, dict) else None})
+                          "context": context if isinstance(context, dict) else None, "ending": ended.get(turn.id)})
     return summaries
 
 

@@ -118,6 +118,33 @@ def test_a_home_without_a_model_provider_has_the_model_off_not_failed(cli, set_u
     assert orjson.loads(set_up.config_path.read_bytes()).get("conwayApiKey") in (None, "")
 
 
+def test_a_part_the_agent_found_unreachable_is_said_so_not_contacted_and_not_a_failure(cli, set_up, clock) -> None:
+    from automaton_min.runtime.parts import PartStates
+    from standins.loopback_http import LoopbackServer
+
+    with LoopbackServer({}) as relay, LoopbackServer({}) as rpc:  # they would answer; doctor must not ask them
+        keep_offline(set_up, socialRelayUrl=relay.url, rpcUrl=rpc.url)
+        with open_database(set_up.default_db_path, now=clock) as db:  # what the running agent recorded
+            states = PartStates({"conway": None, "relay": relay.url, "rpc": rpc.url})
+            states.unreachable(db, "relay", "timed out", clock(), say=False)
+            states.unreachable(db, "rpc", "refused", clock(), say=False)
+        code, checks = doctor(cli)
+        text = cli("doctor")
+        assert relay.requests == [] and rpc.requests == []
+    assert code == 0 and text.code == 0, text.stdout
+    assert checks["relay"]["state"] == checks["rpc"]["state"] == "unreachable" and checks["relay"]["ok"]
+    since = checks["relay"]["detail"].split("unreachable since ")[1].split(",")[0]
+    assert checks["relay"]["detail"] == (f"the social relay (socialRelayUrl): {relay.url} unreachable since {since},"
+                                         " as the agent last found it (not contacted)") and since.startswith("20")
+    assert checks["relay"]["fix"] == 'to turn the social relay off: automaton-min config set socialRelayUrl ""'
+    assert checks["rpc"]["fix"] == "check the network, or correct rpcUrl"
+    lines = text.stdout.splitlines()
+    relay_line = next(n for n, line in enumerate(lines) if line.startswith("down  relay "))
+    assert lines[relay_line + 1].strip() == checks["relay"]["fix"]
+    assert not any(line.startswith("ok    relay") or line.startswith("ok    rpc") for line in lines)
+    assert lines[-1] == "all checks passed; not answering when the agent last tried: relay, rpc (it runs without them)"
+
+
 @pytest.mark.parametrize(("url", "local"), [
     ("http://127.0.0.1:8080/v1", True), ("http://localhost:11434", True), ("http://[::1]:8000/v1", True),
     ("http://192.168.1.20:8000/v1", True), ("http://10.0.0.5/v1", True), ("http://gpu-box.local:8080", True),

@@ -76,6 +76,31 @@ def test_logs_of_a_new_agent_says_there_is_nothing_yet(cli, set_up):
     assert (quiet.code, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
+def test_logs_of_a_running_agent_without_turns_says_it_runs(cli, set_up):
+    from automaton_min.runtime.run_lock import RunLock
+
+    lock = RunLock(set_up)
+    lock.acquire()  # this test process stands in for a run that has not finished a turn yet
+    try:
+        result = cli("logs")
+        assert (result.code, result.stdout) == (0, "")
+        assert result.stderr.strip() == f"No turns yet: the agent is running (pid {os.getpid()}) and has taken no turn yet."
+        env = {**os.environ, "AUTOMATON_HOME": str(set_up.root)}
+        watcher = subprocess.Popen([sys.executable, "-m", "automaton_min", "logs", "-f"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+        stuck = threading.Timer(30, watcher.kill)  # a watcher that never says it must not hang the test
+        stuck.start()
+        try:
+            assert watcher.stderr.readline() == result.stderr  # -f says the same, then keeps watching
+        finally:
+            stuck.cancel()
+            watcher.kill()
+            watcher.wait(timeout=30)
+    finally:
+        lock.release()
+    assert "start it with: automaton-min run" in cli("logs").stderr  # stopped again
+
+
 class Follower:
     """``logs --follow --json`` in a subprocess, its stdout lines delivered to a queue."""
 
@@ -245,6 +270,25 @@ def test_logs_says_a_turn_the_runtime_stopped_after(agent_for, model, clock, cli
     assert endings_shown(cli) == ["ended: stopped: the runtime is stopping"]
 
 
+def test_status_says_how_the_last_turns_ended_in_the_words_logs_uses(agent_for, model, clock, cli):
+    from standins.model_servers import openai_answer
+
+    agent = agent_for()
+    model.script(later(clock, openai_answer(None, [call("exec", command="true")])),
+                 later(clock, openai_answer(None, [call("sleep", duration_seconds=4052)])))
+    agent.loop.run_cycle("test")
+    went_on, slept = endings_shown(cli)
+    assert slept == "ended: slept 4052 s: no reason given"
+
+    result = cli("status")
+    assert result.code == 0, result.stderr
+    newest, older = [line for line in result.stdout.splitlines() if "; ended: " in line]
+    assert "continued: sleep [" in newest and newest.endswith(f"; {slept}")
+    assert "wakeup: exec [" in older and older.endswith(f"; {went_on}")
+    recent = json.loads(cli("status", "--json").stdout)["recentTurns"]
+    assert recent[0]["ending"] == {"ended": "slept", "seconds": 4052, "reason": "no reason given"}
+
+
 def test_logs_reads_a_database_from_before_endings_were_recorded(cli, set_up):
     add_turn(set_up, 1)
     connection = apsw.Connection(str(set_up.default_db_path))
@@ -256,6 +300,8 @@ def test_logs_reads_a_database_from_before_endings_were_recorded(cli, set_up):
     assert result.code == 0, result.stderr
     assert "thought number 1" in result.stdout and "ended:" not in result.stdout
     assert json.loads(cli("logs", "--json").stdout)["ending"] is None
+    status = cli("status")  # read-only too: the turn is listed without an ending
+    assert status.code == 0 and "thought number 1" in status.stdout and "ended:" not in status.stdout, status.stderr
 
 
 def test_follow_shows_a_failed_turn_before_its_retry_in_the_same_millisecond(set_up, follower):
