@@ -562,7 +562,10 @@ _ESCAPES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^([ \t]*)\[blocked:[^\]\n]{0,200}\]", r"\1[label-removed]"),
     ))
 _CHATML = re.compile(rf"{_LT}\s*{_BAR}\s*[^|｜<>＜＞\s]{{1,40}}\s*{_BAR}\s*{_GT}"
-                     rf"|{_LT}\s*/?\s*(?:start|end)_of_turn\s*{_GT}", re.IGNORECASE)
+                     rf"|{_LT}\s*/?\s*(?:start|end)_of_turn\s*{_GT}"
+                     # the special tokens of other templates: Llama's and Gemma's, tool-call and reasoning tags
+                     rf"|{_LT}\s*/?\s*(?:s|eos|bos|tool_call|tool_response|think)\s*{_GT}"
+                     rf"|{_LB}\s*/?\s*(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\s*{_RB}", re.IGNORECASE)
 _TOOL_JSON = re.compile(
     r"""\{\s*["'](?:name|function|tool|tool_name)["']\s*:\s*["'][^"'\n]{0,200}["']\s*,\s*"""
     r"""["'](?:arguments|parameters|args|input)["']\s*:"""

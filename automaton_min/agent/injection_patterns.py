@@ -152,6 +152,8 @@ CHATML_MARKERS: tuple[str, ...] = (
     # <|im_start|>, <|im_end|>, <|endoftext|>, <|eot_id|>, <|start_header_id|>, <|system|>, ...
     r"re:<\s*\|\s*[^|<>\s]{1,40}\s*\|\s*>",
     r"re:<\s*/?\s*(?:start|end)_of_turn\s*>",
+    r"re:<\s*/?\s*(?:s|eos|bos|tool_call|tool_response|think)\s*>",
+    r"re:\[\s*/?\s*(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\s*\]",
 )
 
 # Obfuscation is mostly structural (base64, escapes, mixed scripts: see injection.py); these are the words.

@@ -383,9 +383,11 @@ class AgentLoop:
                                   cancel=self._abandon, tool_choice=stepwise.CHOOSE)
         if isinstance(first, BudgetDenied):
             return first
-        if stepwise.acted(first.result):  # the server let the model call tools itself: those are the turn's
-            return first
-        name = stepwise.chosen(first.result, tuple(tool.name for tool in choices))
+        names = tuple(tool.name for tool in choices)
+        acted = stepwise.acted(first.result, names)
+        if acted is not None:  # the server let the model call a tool itself: that call is the turn's
+            return replace(first, result=acted)
+        name = stepwise.chosen(first.result, names)
         tool = next((t for t in choices if t.name == name), None)
         if tool is None:  # no action chosen: the turn answered without a tool
             return replace(first, result=replace(first.result, tool_calls=()))

@@ -15,7 +15,6 @@ choice (Ollama) may answer in text; a JSON object there is read as the call.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -27,12 +26,17 @@ from automaton_min.agent.toolset import is_compact
 from automaton_min.config import ACTION_MODES
 from automaton_min.inference.router import RoutedResult
 from automaton_min.inference.types import ChatResult, Message, ToolCall, ToolSchema
+from automaton_min.inference.wire_common import parse_arguments
 
 CHOOSE = "choose_action"
 # The table of actions a small model chooses among (with more than four, Gemma 3 270M chose worse: README).
 SMALL_MODEL_ACTIONS = ("exec", "read_file", "write_file", "sleep")
 LAST_RESULT_CHARS = 200
 MESSAGE_CHARS = 500
+PURPOSE_CHARS = 1_000
+# The inbox's messages reach a turn joined by a blank line, each opening with its label; intake escapes a label
+# at the start of a line inside a message, so this boundary is always a real one.
+_MESSAGE_BOUNDARY = re.compile(r"\n\n(?=\[(?:external |blocked: )?message from )", re.IGNORECASE)
 CHOOSE_TOKENS = 32  # an action's name in JSON
 CALL_TOKENS = 400  # a call's arguments: a short file or a command
 CALL_CHARS = 300  # the longest string argument a small model's call may have
@@ -59,11 +63,11 @@ class StepInput:
     last_result: str | None = None
 
     def lines(self) -> str:
-        """The purpose, then the message and the last result each flattened to one capped line, so that neither
-        can pass for a line of the prompt's own ("Task:", an example)."""
-        text = f"Task: {self.purpose}"
-        if self.message:
-            text += f"\nMessage: {_one_line(self.message, MESSAGE_CHARS)}"
+        """The purpose, each message and the last result, each flattened to one capped line of its own, so that
+        none can pass for a line of the prompt's own ("Task:", an example, another message) or hide another."""
+        text = f"Task: {_one_line(self.purpose, PURPOSE_CHARS)}"
+        for message in _messages(self.message or ""):
+            text += f"\nMessage: {_one_line(message, MESSAGE_CHARS)}"
         if self.last_result:
             text += f"\nLast action: {_one_line(self.last_result, LAST_RESULT_CHARS)}"
         return text
@@ -95,10 +99,15 @@ def choose_request(step: StepInput, choices: tuple[ToolSchema, ...]) -> tuple[tu
     return (Message("user", text),), ToolSchema(CHOOSE, "Choose the next action.", schema)
 
 
-def acted(result: ChatResult) -> bool:
-    """Whether the first step's answer called real tools instead of choosing (a server that does not enforce
-    ``tool_choice``, a model that knows what it wants): those calls run as they are, like any turn's."""
-    return any(call.name != CHOOSE for call in result.tool_calls)
+def acted(result: ChatResult, names: tuple[str, ...]) -> ChatResult | None:
+    """When the first step's answer called a real tool instead of choosing (a server that does not enforce
+    ``tool_choice``, a model that knows what it wants): the answer with its first call of an action the turn
+    offers, which runs as any turn's; other calls and tools never offered are dropped. None when it chose."""
+    real = [call for call in result.tool_calls if call.name != CHOOSE]
+    if not real:
+        return None
+    offered = [call for call in real if call.name in names]
+    return replace(result, tool_calls=tuple(offered[:1]))
 
 
 def chosen(result: ChatResult, names: tuple[str, ...]) -> str | None:
@@ -134,10 +143,11 @@ def the_call(result: ChatResult, name: str) -> ChatResult:
     calls = tuple(call for call in result.tool_calls if call.name == name)
     if calls:
         return replace(result, tool_calls=calls[:1])
-    data = _json_object(result.content.strip())
-    if isinstance(data, dict):
-        raw = json.dumps(data)
-        return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, data, raw),))
+    match = _JSON_OBJECT.search(result.content)
+    if match:  # read as a server's arguments are (inference/wire_common.py): the same limits
+        arguments, raw, error = parse_arguments(match.group(0))
+        if error is None:
+            return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, arguments, raw),))
     return replace(result, tool_calls=())  # another tool than the one chosen is not run
 
 
@@ -163,6 +173,10 @@ def _bounded(schema: dict[str, Any]) -> dict[str, Any]:
     if kept.get("type") == "string" and "enum" not in kept:
         kept["maxLength"] = min(int(schema.get("maxLength") or CALL_CHARS), CALL_CHARS)
     return kept
+
+
+def _messages(text: str) -> list[str]:
+    return [part for part in _MESSAGE_BOUNDARY.split(text) if part.strip()]
 
 
 def _one_line(text: str, limit: int) -> str:
