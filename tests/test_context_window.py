@@ -208,26 +208,27 @@ def one_cycle(home, clock):
 
 
 def test_a_context_refusal_is_learnt_and_the_same_turn_succeeds_with_no_last_error(cli, home, clock) -> None:
-    haiku = openai_answer(None, [("call_0", "write_file", json.dumps({"path": "haiku.txt", "content": "waves fold on grey sand"})),
-                                 ("call_1", "sleep", json.dumps({"duration_seconds": 600, "reason": "the haiku is written"}))])
+    haiku = openai_answer(None, [("call_0", "write_file", json.dumps({"path": "haiku.txt", "content": "waves fold on grey sand"}))])
+    sleep = openai_answer(None, [("call_0", "sleep", json.dumps({"duration_seconds": 600, "reason": "the haiku is written"}))])
     refused: list[int] = []
     with OpenAIServer(mode="llamacpp") as model:
-        model.script(*(llama_cpp_python(4096, haiku, refused) for _ in range(3)))
+        # a refusal, the same turn again, the sleep; after the restart, the sleep
+        model.script(*(llama_cpp_python(4096, answer, refused) for answer in (haiku, haiku, sleep, sleep)))
         setup = cli("setup", "--name", "ada", "--genesis-prompt", "Write a haiku about the sea into haiku.txt, then sleep.",
                     "--creator-address", CREATOR, "--openai-base-url", model.url + "/v1", "--inference-model", "gemma-3-270m",
                     "--yes")
         assert setup.code == 0, setup.stderr
         keep_offline(home)
-        for run in range(2):  # a run, then a restart
+        for turns in (2, 1):  # a run, then a restart
             cycle = one_cycle(home, clock)
-            assert cycle.turns == 1 and cycle.reason == "the haiku is written"
+            assert cycle.turns == turns and cycle.reason == "the haiku is written"
             clock.advance(601_000)
         sent = [len(orjson.dumps(r.body)) for r in model.requests]
-        restart = model.requests[2].body
+        restart = model.requests[3].body
     status = json.loads(cli("status", "--json").stdout)
-    assert len(sent) == 3 and len(refused) == 1  # refused once, then accepted in the same turn; after the restart it fits
+    assert len(sent) == 4 and len(refused) == 1  # refused once, then accepted in the same turn; after the restart it fits
     assert model.rejections == []
-    assert sent[1] < sent[0] * 0.6  # rebuilt for 4,096 tokens: the compact prompt and tools
+    assert sent[1] < sent[0] * 0.6  # rebuilt for 4,096 tokens: a small model's first step
     # kept: after the restart the first request is already a small model's first step (agent/stepwise.py)
     assert [t["function"]["name"] for t in restart["tools"]] == [CHOOSE] == [
         t["function"]["name"] for t in model.requests[1].body["tools"]]

@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -224,9 +225,12 @@ class Router:
             target = reference // 2
         budget = max(min(target, reference * 9 // 10), 0)
         self._context_caps[model_id] = budget
-        log.warning("the model's context was too long; using less from now on",
-                    extra={"model": model_id, "sent_tokens": sent_tokens, "context_budget": budget,
-                           "server_prompt_tokens": error.prompt_tokens, "server_context_tokens": error.context_tokens})
+        # A server that named its window taught the agent what it could not ask (llama-cpp-python has no /props):
+        # the expected first contact, said at info; a refusal without the number is a warning.
+        level = logging.INFO if error.context_tokens else logging.WARNING
+        log.log(level, "the model's context was too long; using less from now on",
+                extra={"model": model_id, "sent_tokens": sent_tokens, "context_budget": budget,
+                       "server_prompt_tokens": error.prompt_tokens, "server_context_tokens": error.context_tokens})
         return replace(route, model=model, max_tokens=max_tokens, context_budget=budget)
 
     def _strategy(self, key: str, default: Any) -> Any:
