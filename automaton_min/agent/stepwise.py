@@ -50,7 +50,7 @@ EXAMPLES: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
     "exec": (("Run the shell command `uname -a`, then rest.", {"command": "uname -a"}),
              ("Count the lines of notes.txt.", {"command": "wc -l notes.txt"})),
     "read_file": (("Tell me what notes.txt says.", {"path": "notes.txt"}),),
-    "sleep": (("Nothing is left to do for an hour.", {"seconds": 3600}),),
+    "sleep": (("Nothing is left to do for an hour.", {"duration_seconds": 3600}),),
 }
 
 
