@@ -116,9 +116,9 @@ def chosen(result: ChatResult, names: tuple[str, ...]) -> str | None:
         if call.name == CHOOSE and call.arguments.get("action") in names:
             return call.arguments["action"]
     text = result.content.strip()
-    data = _json_object(text)
-    if isinstance(data, dict) and data.get("action") in names:
-        return data["action"]
+    data = _object_in(text)
+    if data is not None and data[0].get("action") in names:
+        return data[0]["action"]
     return text if text in names else None
 
 
@@ -143,11 +143,9 @@ def the_call(result: ChatResult, name: str) -> ChatResult:
     calls = tuple(call for call in result.tool_calls if call.name == name)
     if calls:
         return replace(result, tool_calls=calls[:1])
-    match = _JSON_OBJECT.search(result.content)
-    if match:  # read as a server's arguments are (inference/wire_common.py): the same limits
-        arguments, raw, error = parse_arguments(match.group(0))
-        if error is None:
-            return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, arguments, raw),))
+    data = _object_in(result.content)
+    if data is not None:
+        return replace(result, content="", tool_calls=(ToolCall("call_text_0", name, *data),))
     return replace(result, tool_calls=())  # another tool than the one chosen is not run
 
 
@@ -183,11 +181,11 @@ def _one_line(text: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
-def _json_object(text: str) -> Any:
+def _object_in(text: str) -> tuple[dict[str, Any], str] | None:
+    """The JSON object in a text answer and its text, read as a server's arguments are (inference/wire_common.py:
+    the same limits), or None."""
     match = _JSON_OBJECT.search(text)
     if not match:
         return None
-    try:
-        return orjson.loads(match.group(0))
-    except orjson.JSONDecodeError:
-        return None
+    arguments, raw, error = parse_arguments(match.group(0))
+    return None if error is not None else (arguments, raw)
