@@ -204,7 +204,7 @@ RULES: dict[str, Rule] = {
     "agentId": _text(200),
     "conwayApiUrl": _url,
     "socialRelayUrl": _url_or_empty,
-    "socialPollIntervalSeconds": _integer(10, 86_400),  # check_social_inbox; default 120 (social/task.py)
+    "socialPollIntervalSeconds": _integer(10, 86_400),  # check_social_inbox; default 120 (heartbeat/social_inbox.py)
     "approvalExpiryHours": _integer(1, 720),  # a creator approval request waits this long; default 24
     "openaiBaseUrl": _url,
     "ollamaBaseUrl": _url,

@@ -16,7 +16,7 @@ import threading
 from queue import SimpleQueue
 from typing import Callable
 
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 log = get_logger(__name__)
 

@@ -15,7 +15,7 @@ import pytest
 
 from automaton_min.config import ENV_OVERRIDES
 from automaton_min.home import Home
-from automaton_min.observe.log import ROOT_LOGGER
+from automaton_min.log import ROOT_LOGGER
 
 CREATOR = "0x1234567890AbcdEF1234567890aBcdef12345678"
 START_MS = 1_795_342_530_250  # 2026-11-22T10:15:30.250Z

@@ -168,7 +168,7 @@ def test_a_fact_from_the_creator_is_recalled_by_relevance_after_a_compression(ag
 
 
 def test_recent_wake_events_reach_the_context_as_compact_references(agent_for, model, clock) -> None:
-    from automaton_min.runtime.wake import post_wake
+    from automaton_min.store.wake import post_wake
 
     agent = agent_for()
     post_wake(agent.db, "heartbeat", "the docs site returned 502 twice", now_ms=clock())

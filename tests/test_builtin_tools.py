@@ -22,10 +22,11 @@ from automaton_min.agent.tools.registry import MAX_RESULT_CHARS, ToolOutcome, To
 from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.clock import to_iso
 from automaton_min.config import Config, config_from, save_config
-from automaton_min.conway import topup as topup_module
+from automaton_min.treasury import topup as topup_module
 from automaton_min.conway.client import ConwayClient
 from automaton_min.conway.local import LocalSandbox
-from automaton_min.conway.sandbox import ExecResult, RemoteSandbox
+from automaton_min.conway.sandbox import ExecResult
+from automaton_min.runtime.sandboxes import RemoteSandbox
 from automaton_min.net.http import request  # plain: these tests read single answers, without retries
 from automaton_min.home import Home
 from automaton_min.inference.registry import ModelRegistry

@@ -20,7 +20,7 @@ from automaton_min.memory.compression import wake_reference
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.memory.semantic import SemanticMemory
 from automaton_min.memory.tokens import TokenCounter, count_tokens, estimate_tokens
-from automaton_min.runtime.wake import WakeEvent
+from automaton_min.store.wake import WakeEvent
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, prune_turns, recent_turns
 
 IDENTITY = Identity("ada", "0x" + "12" * 20, "0x" + "34" * 20, None)

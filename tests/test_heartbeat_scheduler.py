@@ -12,7 +12,7 @@ from automaton_min.config import config_from
 from automaton_min.heartbeat import schedule as sched
 from automaton_min.heartbeat.scheduler import Scheduler
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskResult
-from automaton_min.runtime.wake import WakeBus, consume_all
+from automaton_min.store.wake import WakeBus, consume_all
 from automaton_min.store.db import open_database
 
 T0 = from_iso("2026-11-22T10:00:30.000Z")
@@ -124,7 +124,7 @@ def test_a_failure_is_retried_once_30s_later_then_back_to_the_cron(setup, clock,
 
 def test_a_part_that_does_not_answer_is_said_once_backed_off_and_is_not_a_failure(setup, clock, db, caplog):
     from automaton_min.observe.metrics import HEARTBEAT_FAILURES, Metrics
-    from automaton_min.runtime.parts import PartStates
+    from automaton_min.heartbeat.parts import PartStates
 
     make, calls, _, _ = setup
     calls.unreachable.add("every15")
@@ -153,7 +153,7 @@ def test_a_part_that_does_not_answer_is_said_once_backed_off_and_is_not_a_failur
 
 
 def test_a_task_whose_part_is_off_is_skipped_without_a_warning(setup, clock, db, caplog):
-    from automaton_min.runtime.parts import PartStates
+    from automaton_min.heartbeat.parts import PartStates
 
     make, calls, _, _ = setup
     defaults = (sched.TaskDefault("check_credits", "*/30 * * * *"), sched.TaskDefault("gone", "*/30 * * * *"))

@@ -15,7 +15,7 @@ from automaton_min.inference.types import (ChatRequest, ChatResult, InferenceErr
 from automaton_min.inference.wire_common import MISSING_RESULT, ProviderUnreachable, parse_arguments, repair_tool_pairing, unique_call_ids
 from automaton_min.net.http import request
 from automaton_min.net.resilient import CircuitOpenError
-from automaton_min.observe.log import scrub
+from automaton_min.log import scrub
 from standins.loopback_http import Reply
 from standins.model_servers import AnthropicServer, OpenAIServer, anthropic_answer, openai_answer
 

@@ -12,7 +12,7 @@ import orjson
 
 from automaton_min.clock import is_stored_format
 from automaton_min.home import Home
-from automaton_min.observe.log import configure_logging, get_logger, register_secret
+from automaton_min.log import configure_logging, get_logger, register_secret
 
 
 def capture(level: str = "debug", json_lines: bool | None = None) -> io.StringIO:

@@ -14,7 +14,7 @@ from automaton_min.memory.compression import (FOLD_MARKER_KEY, HistoryFolder, co
                                               turn_reference, wake_reference)
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.tokens import count_tokens
-from automaton_min.runtime.wake import WakeEvent
+from automaton_min.store.wake import WakeEvent
 from automaton_min.store.kv import get_value
 from automaton_min.store.turns import StoredToolCall, StoredTurn, insert_turn, recent_turns
 from standins.model_servers import OpenAIServer, openai_answer

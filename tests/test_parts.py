@@ -1,4 +1,4 @@
-"""The remote parts of a run (runtime/parts.py): off by the config, found unreachable by the start-up probe against
+"""The remote parts of a run (heartbeat/parts.py): off by the config, found unreachable by the start-up probe against
 real loopback sockets, the back-off, and what ``status`` reads back from a real state.db."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 import socket
 
 from automaton_min.config import config_from
-from automaton_min.runtime.parts import BACKOFF_MAX_MS, PartStates, backoff_ms, probe, stored_states, turn_off_hint
+from automaton_min.heartbeat.parts import BACKOFF_MAX_MS, PartStates, backoff_ms, probe, stored_states, turn_off_hint
 from standins.loopback_http import LoopbackServer
 
 

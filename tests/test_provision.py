@@ -142,7 +142,7 @@ def test_provision_reports_each_step_to_the_progress_line_and_only_on_a_terminal
 def test_a_topup_reports_its_slow_steps_and_stops_before_paying_without_the_usdc(home: Home, db, clock) -> None:
     import pytest
 
-    from automaton_min.conway.topup import topup
+    from automaton_min.treasury.topup import topup
     from automaton_min.treasury.guard import PaymentRefused
     from automaton_min.treasury.payer import Payer
 

@@ -17,7 +17,7 @@ from automaton_min.net.http import NetworkError, request as plain_request
 from automaton_min.net.resilient import (
     BreakerRegistry, CircuitBreaker, CircuitOpenError, ResilientHttp, breaker_for, parse_retry_after,
 )
-from automaton_min.observe.log import JsonFormatter
+from automaton_min.log import JsonFormatter
 from standins.loopback_http import LoopbackServer, Reply, Request
 
 WALL = 1_795_342_530.0  # 2026-11-22T10:15:30Z, the injected wall clock for HTTP-date Retry-After

@@ -20,7 +20,7 @@ from automaton_min.social import approvals, sent_log
 from automaton_min.social.intake import CURSOR_KEY, dropped_counts, ingest
 from automaton_min.social.protocol import poll_canonical, send_canonical, sign_poll, sign_send
 from automaton_min.social.relay import OutboundLimited, OutboundLimiter, PollResult, RelayClient, check_relay_url
-from automaton_min.social.task import BACKOFF_KEY, check_social_inbox
+from automaton_min.heartbeat.social_inbox import BACKOFF_KEY, check_social_inbox
 from automaton_min.store import inbox
 from automaton_min.store.kv import get_value
 from automaton_min.treasury.payees import known_payees
@@ -270,7 +270,7 @@ def test_a_relay_that_does_not_answer_is_left_to_the_schedulers_back_off(clock, 
     with pytest.raises(ServiceUnreachable) as caught:
         check_social_inbox(task_ctx(db, home, clock, closed))
     assert caught.value.part == "relay" and "the social relay (socialRelayUrl) did not answer" in str(caught.value)
-    assert get_value(db, BACKOFF_KEY) is None  # the scheduler's back-off (runtime/parts.py) applies
+    assert get_value(db, BACKOFF_KEY) is None  # the scheduler's back-off (heartbeat/parts.py) applies
 
 
 # --------------------------------------------------------------------------- creator approvals

@@ -28,8 +28,8 @@ from automaton_min.store.migrations import (
     current_version,
     latest_version,
     migrate,
-    normalize_timestamps,
 )
+from automaton_min.store.sqlite import normalize_timestamps
 from automaton_min.store.turns import count_turns, last_turn_timestamp
 from tests.fixtures.reference_v11 import (
     FOREIGN_TABLES,

@@ -7,7 +7,7 @@ import pytest
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.conway.client import ConwayClient, ConwayError
 from automaton_min.inference.registry import ModelRegistry
-from automaton_min.runtime.models import refresh_from_conway
+from automaton_min.inference.registry import refresh_from_conway
 from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
 from automaton_min.treasury.transfers import TransferRefused, transfer_credits

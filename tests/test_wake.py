@@ -6,7 +6,7 @@ import threading
 
 from automaton_min.clock import to_iso
 from automaton_min.runtime.daemon import Signals, serve
-from automaton_min.runtime.wake import WakeBus, consume_all, post_wake, prune_consumed, take_pending
+from automaton_min.store.wake import WakeBus, consume_all, post_wake, prune_consumed, take_pending
 
 
 def test_one_row_per_request_and_each_consumed_once(db, clock) -> None:

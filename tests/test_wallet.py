@@ -30,8 +30,8 @@ from automaton_min.chain.wallet import (
 )
 from automaton_min.errors import UserError, WalletError
 from automaton_min.home import Home
-from automaton_min.observe import log as log_module
-from automaton_min.observe.log import ROOT_LOGGER, configure_logging, register_secret, scrub
+from automaton_min import log as log_module
+from automaton_min.log import ROOT_LOGGER, configure_logging, register_secret, scrub
 
 from conftest import CREATOR
 

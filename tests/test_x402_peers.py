@@ -14,7 +14,7 @@ from automaton_min.chain.eip3009 import TokenDomain, TransferAuthorization, new_
 from automaton_min.chain.usdc import BASE, authorization_used, usdc_balance
 from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.chain.x402 import V1_PAYMENT_HEADER, decode_base64_json
-from automaton_min.conway.topup import bootstrap_topup
+from automaton_min.treasury.topup import bootstrap_topup
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused

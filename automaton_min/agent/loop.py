@@ -37,9 +37,9 @@ from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Ro
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ToolSchema
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
-from automaton_min.observe.log import get_logger, scrub
+from automaton_min.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
-from automaton_min.runtime.crashpoint import crash_point
+from automaton_min.crashpoint import crash_point
 from automaton_min.store.db import STORAGE_ERRORS
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, insert_failed_turn, insert_turn,

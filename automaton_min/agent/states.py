@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, set_value
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from typing import Any
 from automaton_min.agent.states import AWAKE_STATES
 from automaton_min.clock import Clock
 from automaton_min.errors import AutomatonError
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.tiers import tier_for_credits
 
 log = get_logger(__name__)

@@ -32,11 +32,11 @@ from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.retrieval import MemoryRetriever
 from automaton_min.memory.tokens import TokenCounter, estimate_tokens
 from automaton_min.memory.working import WorkingMemory
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.turns import StoredTurn, recent_turns
 
 if TYPE_CHECKING:
-    from automaton_min.runtime.wake import WakeEvent
+    from automaton_min.store.wake import WakeEvent
 
 log = get_logger(__name__)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 from automaton_min.chain.address import to_checksum_address
 from automaton_min.chain.rpc import RpcError, eth_call, rpc_call
@@ -80,3 +82,9 @@ def authorization_used(rpc_url: str, network: Network, authorizer: str, nonce: b
     if len(raw) != 32:
         raise RpcError(f"authorizationState on {network.caip2}: expected 32 bytes, got {len(raw)}")
     return int.from_bytes(raw, "big") != 0
+
+
+def rpc_url(config: Any, network: Network = BASE) -> str:
+    """``rpcUrl`` from the config (``AUTOMATON_RPC_URL`` overrides it), else the network's public endpoint."""
+    configured = config.get("rpcUrl") if config else os.environ.get("AUTOMATON_RPC_URL")
+    return configured or network.default_rpc_url

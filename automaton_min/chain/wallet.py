@@ -17,7 +17,7 @@ import orjson
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import WalletError
 from automaton_min.fileio import atomic_write, file_mode, open_to_others
-from automaton_min.observe.log import get_logger, register_secret
+from automaton_min.log import get_logger, register_secret
 
 SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 

@@ -17,7 +17,7 @@ import orjson
 from automaton_min.config import Config, load_config
 from automaton_min.errors import AutomatonError
 from automaton_min.home import Home
-from automaton_min.observe.log import configure_logging
+from automaton_min.log import configure_logging
 
 
 def home_of(ctx: click.Context) -> Home:

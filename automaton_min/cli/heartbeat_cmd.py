@@ -66,7 +66,7 @@ def run_task(ctx: click.Context, name: str) -> None:
     """Run NAME now: the running daemon is asked to; with none, it runs here."""
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.runtime.run_lock import run_holder
-    from automaton_min.runtime.wake import nudge_daemon
+    from automaton_min.runtime.run_lock import nudge_daemon
 
     home, config, db = _open(ctx)
     with db:
@@ -102,7 +102,7 @@ def _run_here(home, config, db, name: str) -> None:
 
 def _toggle(ctx: click.Context, name: str, enabled: bool) -> None:
     from automaton_min.heartbeat.control import HeartbeatControl
-    from automaton_min.runtime.wake import nudge_daemon
+    from automaton_min.runtime.run_lock import nudge_daemon
 
     home, _, db = _open(ctx)
     with db:

@@ -14,7 +14,7 @@ from automaton_min import __version__
 from automaton_min.cli.common import with_home
 from automaton_min.errors import EXIT_FAILURE, AutomatonError
 from automaton_min.home import Home, default_home
-from automaton_min.observe.log import LOG_LEVEL_NAMES, configure_logging
+from automaton_min.log import LOG_LEVEL_NAMES, configure_logging
 
 
 class CommandFailed(click.ClickException):

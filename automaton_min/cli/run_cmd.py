@@ -9,7 +9,7 @@ import click
 from automaton_min.cli.common import home_of
 from automaton_min.config import load_config
 from automaton_min.errors import EXIT_FAILURE, AutomatonError
-from automaton_min.observe.log import configure_logging, get_logger
+from automaton_min.log import configure_logging, get_logger
 
 log = get_logger("run")
 

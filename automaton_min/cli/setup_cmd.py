@@ -12,7 +12,7 @@ from automaton_min.config import DEFAULTS, Config, check_value, load_config
 from automaton_min.errors import UserError
 from automaton_min.home import Home
 from automaton_min.net.http import NetworkError
-from automaton_min.observe.log import configure_logging
+from automaton_min.log import configure_logging
 from automaton_min.runtime.genesis import (SetupAnswers, answer_problem, detect_sandbox_id, existing_config_values,
                                            setup_agent)
 

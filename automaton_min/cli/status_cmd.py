@@ -8,7 +8,7 @@ import click
 
 from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_for, with_home
 from automaton_min.cli.logs_cmd import ending_text
-from automaton_min.runtime.parts import turn_off_hint
+from automaton_min.heartbeat.parts import turn_off_hint
 from automaton_min.runtime.status import gather_status
 
 
@@ -78,7 +78,7 @@ def _turn_line(turn: dict) -> str:
 def _parts(parts: dict) -> str:
     """``the Conway API off (no conwayApiKey); the RPC node unreachable since ... (http://..., rpcUrl; next try at
     ...)``, or "all on"."""
-    from automaton_min.runtime.parts import LABELS, URL_SETTINGS
+    from automaton_min.heartbeat.parts import LABELS, URL_SETTINGS
 
     said = []
     for name, part in parts.items():

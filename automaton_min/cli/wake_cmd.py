@@ -15,7 +15,8 @@ def command(ctx: click.Context, reason: tuple[str, ...], as_json: bool) -> None:
     """Store a wake event and nudge the running agent (SIGUSR1); without one it is read at the next start."""
     from automaton_min.clock import system_now
     from automaton_min.config import db_path
-    from automaton_min.runtime.wake import nudge_daemon, post_wake
+    from automaton_min.runtime.run_lock import nudge_daemon
+    from automaton_min.store.wake import post_wake
     from automaton_min.store.db import open_database
 
     home = home_of(ctx)

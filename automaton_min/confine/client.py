@@ -27,7 +27,7 @@ from automaton_min.confine.wire import ChannelClosed, receive, send
 from automaton_min.conway.local import ENV_PASSTHROUGH, LocalSandbox, resolve_in
 from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.errors import RuntimeFailure
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.trees import remove_tree
 
 log = get_logger(__name__)

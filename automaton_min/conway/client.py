@@ -36,7 +36,7 @@ from automaton_min.conway.sandbox import ExecResult, PortInfo, is_local_sandbox_
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.net.http import HttpError, Response, snippet
-from automaton_min.observe.log import get_logger, register_secret
+from automaton_min.log import get_logger, register_secret
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database

@@ -29,7 +29,7 @@ from typing import Callable
 
 from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.fileio import atomic_write
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 ENV_PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "TERM")
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024

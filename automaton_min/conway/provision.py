@@ -20,7 +20,7 @@ from automaton_min.errors import RuntimeFailure
 from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
 from automaton_min.net.http import HttpError, NetworkError, Response, expect_ok, request
-from automaton_min.observe.log import get_logger, register_secret
+from automaton_min.log import get_logger, register_secret
 
 SIWE_DOMAIN = "conway.tech"
 SIWE_STATEMENT = "Sign in to Conway as an Automaton to provision an API key."

@@ -49,7 +49,7 @@ class ContextFactory:
 
     def _money(self, db: "Database") -> tuple[Callable[[], int], Callable[[int, int], Any]]:
         from automaton_min.chain.usdc import BASE, usdc_balance
-        from automaton_min.runtime.money import rpc_url
+        from automaton_min.chain.usdc import rpc_url
         from automaton_min.treasury.payer import Payer, payer_options
 
         node = rpc_url(self.config, BASE)
@@ -59,7 +59,7 @@ class ContextFactory:
             return usdc_balance(node, wallet.address, BASE)
 
         def topup(credits_cents: int, usdc_atomic: int) -> Any:
-            from automaton_min.conway.topup import bootstrap_topup
+            from automaton_min.treasury.topup import bootstrap_topup
 
             payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=self.now,
                           **payer_options(config.get("treasuryPolicy") or {}))

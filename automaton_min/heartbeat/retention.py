@@ -88,7 +88,7 @@ def turns_keep(config: "Config") -> int:
 def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None) -> dict[str, int]:
     """Prune every growing table once; returns the rows removed per table (tables with none left out)."""
     from automaton_min.inference.router import prune_inference_costs
-    from automaton_min.runtime.wake import prune_consumed
+    from automaton_min.store.wake import prune_consumed
     from automaton_min.store.inbox import prune_processed
     from automaton_min.store.turns import prune_turns
     from automaton_min.treasury.ledger import prune_resolved

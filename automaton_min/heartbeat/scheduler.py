@@ -37,15 +37,15 @@ from automaton_min.heartbeat import schedule as sched
 from automaton_min.heartbeat.cron import CronError, next_after, timezone_named
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.ids import new_ulid
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.tiers import TIER_RANK
 from automaton_min.workers import Workers
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
     from automaton_min.home import Home
-    from automaton_min.runtime.parts import PartStates
-    from automaton_min.runtime.wake import WakeBus
+    from automaton_min.heartbeat.parts import PartStates
+    from automaton_min.store.wake import WakeBus
     from automaton_min.store.db import Database
 
 log = get_logger(__name__)
@@ -93,7 +93,7 @@ class Scheduler:
                  tier_of: Callable[["Database"], str] | None = None, metrics: Any = None,
                  intervals: Mapping[str, int] | None = None, parts: "PartStates | None" = None) -> None:
         from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, known_tier
-        from automaton_min.runtime.parts import PartStates
+        from automaton_min.heartbeat.parts import PartStates
 
         self.home, self.config, self.db_path = home, config, Path(db_path)
         self.tasks = tasks
@@ -374,14 +374,14 @@ class Scheduler:
         if self.wake_bus is not None:
             self.wake_bus.request(db, source, result.wake or "", payload, now_ms=self.now())
         else:  # no daemon (a CLI run): store it for the agent's next start
-            from automaton_min.runtime.wake import post_wake
+            from automaton_min.store.wake import post_wake
 
             post_wake(db, source, result.wake or "", payload, now_ms=self.now())
 
     def _work(self, run: _Run, function: TaskFunction) -> None:
         """On a worker: its own connection, the task, and the lease released when it really ends (the worker then
         sets ``run.done`` and ``_task_signal``)."""
-        from automaton_min.runtime.crashpoint import crash_point
+        from automaton_min.crashpoint import crash_point
         from automaton_min.store.db import open_database
 
         db = None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.errors import RuntimeFailure
-from automaton_min.runtime.parts import describe
+from automaton_min.heartbeat.parts import describe
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class ServiceUnreachable(RuntimeFailure):
-    """A task's remote part (``runtime/parts.py``: conway, relay, rpc) gave no answer. Not the task's failure: the
+    """A task's remote part (``heartbeat/parts.py``: conway, relay, rpc) gave no answer. Not the task's failure: the
     scheduler says it when the part's state changes (down, then up again), runs the task again after the part's
     back-off, and leaves it out of the failure rate the alerts watch."""
 
@@ -40,7 +40,7 @@ class TaskResult:
     summary: str = ""
     wake: str | None = None
     wake_payload: dict[str, Any] = field(default_factory=dict)
-    reached: tuple[str, ...] = ()  # the remote parts that answered this run (``runtime/parts.py`` names)
+    reached: tuple[str, ...] = ()  # the remote parts that answered this run (``heartbeat/parts.py`` names)
 
 
 @dataclass

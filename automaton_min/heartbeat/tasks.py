@@ -15,7 +15,7 @@ import orjson
 from automaton_min.clock import to_iso
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.kv import delete_value, get_value, json_object, set_json, set_value
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _cached_cents(ctx: TaskContext) -> int | None:
 def heartbeat_ping(ctx: TaskContext) -> TaskResult:
     """KV ``last_heartbeat_ping``; when critical or dead also KV ``last_distress`` and (hourly at most) a wake."""
     from automaton_min.agent.states import read_agent_state
-    from automaton_min.runtime.agent_runtime import epoch_ms
+    from automaton_min.store.kv import epoch_ms
 
     now_ms = ctx.now()
     cents = _cached_cents(ctx)
@@ -126,7 +126,7 @@ def _act_on_credits(ctx: TaskContext, cents: int, now_ms: int) -> TaskResult:
     """KV ``last_credit_check``; a drop to critical wakes; dead after an hour at zero."""
     from automaton_min.agent.states import can_transition, read_agent_state, set_agent_state
     from automaton_min.agent.survival import FinancialReading, assess
-    from automaton_min.runtime.agent_runtime import epoch_ms
+    from automaton_min.store.kv import epoch_ms
     from automaton_min.tiers import tier_for_credits
 
     tier = tier_for_credits(cents)
@@ -160,7 +160,7 @@ def check_usdc_balance(ctx: TaskContext) -> TaskResult:
     if ctx.usdc_balance is None:
         return TaskResult("no USDC reader in this run")
     from automaton_min.chain.rpc import RpcUnreachable
-    from automaton_min.runtime.agent_runtime import epoch_ms
+    from automaton_min.store.kv import epoch_ms
 
     now_ms = ctx.now()
     last = json_object(get_value(ctx.db, "last_usdc_check"))
@@ -179,8 +179,8 @@ def _act_on_usdc(ctx: TaskContext, usdc: int, now_ms: int) -> TaskResult:
     from automaton_min.agent.survival import TOPUP_MIN_USDC_ATOMIC
     from automaton_min.chain.usdc import format_usdc
     from automaton_min.errors import AutomatonError
-    from automaton_min.runtime.agent_runtime import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY, epoch_ms
-    from automaton_min.runtime.status import USDC_KEY
+    from automaton_min.store.kv import USDC_KEY, epoch_ms
+    from automaton_min.treasury.topup import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY
 
     cents = _cached_cents(ctx)
     with ctx.db.transaction():
@@ -247,7 +247,7 @@ def refresh_models(ctx: TaskContext) -> TaskResult:
 
     registry = ModelRegistry(ctx.db, ctx.now)
     if ctx.conway is not None:
-        from automaton_min.runtime.models import refresh_from_conway
+        from automaton_min.inference.registry import refresh_from_conway
 
         count = refresh_from_conway(registry, ctx.conway)
     elif ctx.config.get("ollamaBaseUrl"):
@@ -261,7 +261,7 @@ def refresh_models(ctx: TaskContext) -> TaskResult:
 
 def reconcile_payments(ctx: TaskContext) -> TaskResult:
     """Open payment intents against the chain (``authorizationState``), as at start."""
-    from automaton_min.runtime.startup import Budget, reconcile_at_start
+    from automaton_min.treasury.reconcile import Budget, reconcile_at_start
     from automaton_min.treasury.ledger import open_intents
 
     if not open_intents(ctx.db):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable
 from automaton_min.clock import to_iso
 from automaton_min.heartbeat.cron import validate
 from automaton_min.heartbeat.schedule import TaskDefault
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, set_value
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from automaton_min.inference.wire_common import (
     unique_call_ids,
 )
 from automaton_min.net.http import request_to_finish
-from automaton_min.observe.log import register_secret
+from automaton_min.log import register_secret
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_API_VERSION = "2023-06-01"

@@ -35,7 +35,7 @@ from automaton_min.inference.wire_common import (
     unique_call_ids,
 )
 from automaton_min.net.http import request_to_finish
-from automaton_min.observe.log import register_secret
+from automaton_min.log import register_secret
 
 MAX_COMPLETION_TOKENS_MODELS = re.compile(r"^(o[1-9]|gpt-5|gpt-4\.1)", re.IGNORECASE)
 MAX_COMPLETION_TOKENS_PROVIDERS = frozenset({"openai", "conway"})

@@ -24,7 +24,7 @@ from automaton_min.inference.registry import ModelInfo
 from automaton_min.inference.types import ChatRequest, ChatResult, ModelUnusable
 from automaton_min.inference.windows import Window
 from automaton_min.net.http import NetworkError, Response, request as plain_request, request_to_finish
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 Send = Callable[..., Response]
 log = get_logger(__name__)

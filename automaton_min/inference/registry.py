@@ -16,6 +16,7 @@ from automaton_min.net.http import HttpError, NetworkError, Response, expect_ok,
 from automaton_min.tiers import TIER_RANK
 
 if TYPE_CHECKING:
+    from automaton_min.conway.client import ConwayClient
     from automaton_min.store.db import Database
 
 
@@ -169,3 +170,13 @@ def _per_1k_units(pricing: dict[str, Any], side: str) -> int:
 
 def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def refresh_from_conway(registry: ModelRegistry, client: "ConwayClient") -> int:
+    """Upsert every model Conway's ``/v1/models`` lists, with its prices; returns how many."""
+    listing = [
+        {"id": m.id, "provider": m.provider,
+         "pricing": {"input_per_million": m.input_per_million, "output_per_million": m.output_per_million}}
+        for m in client.list_models()
+    ]
+    return registry.refresh_from_api(listing)

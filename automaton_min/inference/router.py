@@ -49,7 +49,7 @@ from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLo
                                           ToolSchema)
 from automaton_min.inference.windows import ASSUMED, CONFIGURED, REFUSED, REGISTRY, LearnedWindows, Window
 from automaton_min.memory.tokens import EXACT_BAND, count_tokens, estimate_tokens, safety_margin
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker

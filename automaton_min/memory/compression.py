@@ -28,7 +28,7 @@ from automaton_min.store.turns import StoredTurn
 
 if TYPE_CHECKING:
     from automaton_min.clock import Clock
-    from automaton_min.runtime.wake import WakeEvent
+    from automaton_min.store.wake import WakeEvent
     from automaton_min.store.db import Database
 
 FOLD_MARKER_KEY = "context_folded_through"

@@ -17,7 +17,7 @@ from automaton_min.memory.common import AGENT_SESSION, MemoryStoreError
 from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.relationships import RelationshipMemory
 from automaton_min.memory.working import WorkingMemory
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.turns import StoredTurn
 
 if TYPE_CHECKING:

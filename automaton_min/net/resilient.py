@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 from automaton_min.errors import RuntimeFailure
 from automaton_min.net.http import HttpError, NetworkError, Response, header_value, request as plain_request
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 __all__ = [
     "CircuitBreaker", "CircuitOpenError", "BreakerRegistry", "HttpError", "NetworkError", "ResilientHttp",

@@ -24,7 +24,8 @@ from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.config import SECRET_KEYS, Config, db_path
 from automaton_min.errors import AutomatonError
-from automaton_min.conway.sandbox import Sandbox, sandbox_for
+from automaton_min.conway.sandbox import Sandbox
+from automaton_min.runtime.sandboxes import sandbox_for
 from automaton_min.home import Home
 from automaton_min.ids import new_ulid
 from automaton_min.inference.providers import Providers
@@ -33,41 +34,26 @@ from automaton_min.inference.router import Router
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.ingest import ingest_turn
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
 from automaton_min.store.db import STORAGE_ERRORS, Database, open_database
 from automaton_min.store.disk_reserve import DiskReserve
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import get_value, set_json, set_value
+from automaton_min.store.kv import USDC_KEY, epoch_ms, get_value, set_json, set_value
 from automaton_min.store.turns import StoredTurn
-from automaton_min.runtime.money import rpc_url
+from automaton_min.chain.usdc import rpc_url
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.report import log_tool_call
-from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY, USDC_KEY
-from automaton_min.runtime.wake import WakeEventLog, take_pending
+from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY
+from automaton_min.store.wake import WakeEventLog, take_pending
 from automaton_min.treasury.payer import Payer, payer_options
+from automaton_min.treasury.topup import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY
 
 log = get_logger(__name__)
 
 
-INLINE_TOPUP_COOLDOWN_MS = 60_000
 KEY_MATERIAL = "KEY_MATERIAL"  # the refusal of a tool call whose arguments hold wallet key material
-TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
-
-
-def epoch_ms(value: str | None) -> int | None:
-    """A stored time as epoch ms: epoch-ms digits (older automaton-min) or ISO (the reference); None if neither."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        return from_iso(text)
-    except ValueError:
-        log.warning("unreadable time in KV; ignoring it", extra={"value": text[:40]})
-        return None
 
 
 class RuntimeHooks:
@@ -353,7 +339,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
                               metrics=metrics)
 
     def inline_topup(reading: FinancialReading) -> None:
-        from automaton_min.conway.topup import bootstrap_topup
+        from automaton_min.treasury.topup import bootstrap_topup
 
         if reading.credits_cents is not None and reading.usdc_atomic is not None:
             bootstrap_topup(payer, config.get("conwayApiUrl"), reading.credits_cents, reading.usdc_atomic)

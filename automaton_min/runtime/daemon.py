@@ -2,7 +2,7 @@
 
 Between cycles the main thread blocks on one ``threading.Event`` until the sleep
 timer (``sleep_until``) runs out, something wakes the agent, or a stop is asked for:
-no polling, no CPU while asleep. A wake is a stored wake event (``runtime/wake.py``)
+no polling, no CPU while asleep. A wake is a stored wake event (``store/wake.py``)
 followed by the event being set: by the heartbeat's thread, or by SIGUSR1 from
 another process (``automaton-min wake``); the reasons become the next wake-up message.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from automaton_min.clock import Clock, from_iso, system_now
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.db import STORAGE_ERRORS
 
 log = get_logger(__name__)

@@ -1,40 +1,19 @@
-"""``automaton-min doctor``: check the home, its files, the database and the model, and say how to fix each problem.
-
-Each check's ``state``: ``ok``; ``fail`` (the only state that makes doctor fail); ``off`` (a part the user did not
-configure); ``unreachable`` (a remote part the agent found not answering: not a local fault, the agent runs without
-it); ``skip`` (not tried, and ``fix`` says how to try it)."""
+"""``automaton-min doctor``: check the home, its files, the database and the model, and say how to fix each problem."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.conway.sandbox import is_local_sandbox_id
 from automaton_min.errors import AutomatonError
+from automaton_min.runtime.check import Check
 from automaton_min.fileio import file_mode
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.migrations import current_version, latest_version
-
-
-@dataclass
-class Check:
-    """One finding: what was checked, whether it passed, and the fix when it did not (or how to turn it on)."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    state: str = ""
-
-    def __post_init__(self) -> None:
-        self.state = self.state or ("ok" if self.ok else "fail")
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _mode_check(name: str, path: Path, wanted: int, *, exact: bool = False, directory: bool = False) -> Check:

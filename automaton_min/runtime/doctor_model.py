@@ -2,7 +2,7 @@
 
 The model: which endpoint serves it, whether that endpoint answers and lists the model, its window and where the
 window came from, and one tiny completion: always on a local endpoint, on one that may charge only with
-``--try-model``. A part the user did not configure (no model provider yet; the remote parts of ``runtime/parts.py``:
+``--try-model``. A part the user did not configure (no model provider yet; the remote parts of ``heartbeat/parts.py``:
 no Conway key, no relay) is "off", and a remote part the agent found unreachable is "unreachable"; neither is a
 failure.
 """
@@ -23,8 +23,8 @@ from automaton_min.inference.types import InferenceError, ModelUnusable
 from automaton_min.inference.windows import Window
 from automaton_min.inference.wire_common import ProviderUnreachable, one_line
 from automaton_min.net.http import NetworkError, Response, request as plain_request
-from automaton_min.runtime.doctor import Check
-from automaton_min.runtime.parts import OFF_BECAUSE, URL_SETTINGS, describe, parts_of, stored_states, turn_off_hint
+from automaton_min.runtime.check import Check
+from automaton_min.heartbeat.parts import OFF_BECAUSE, URL_SETTINGS, describe, parts_of, stored_states, turn_off_hint
 from automaton_min.store.db import open_database
 
 Send = Callable[..., Response]
@@ -39,7 +39,7 @@ _REACH_FIX = {"compatible": "start the model server, or correct openaiBaseUrl",
 
 
 def part_checks(home: Any, config: Config) -> list[Check]:
-    """The remote parts a run may use (``runtime/parts.py``), none contacted here: off by the configuration,
+    """The remote parts a run may use (``heartbeat/parts.py``), none contacted here: off by the configuration,
     unreachable as the agent last found it (KV ``parts``, as ``status`` reads it), or on. Unreachable is said but is
     not a failure: the agent runs without the part, and nothing on this machine is wrong."""
     checks = []

@@ -6,11 +6,11 @@ import os
 from typing import Any, Callable
 
 from automaton_min.chain.rpc import RpcError
-from automaton_min.chain.usdc import BASE, Network, format_usdc, usdc_balance
+from automaton_min.chain.usdc import BASE, Network, format_usdc, rpc_url, usdc_balance
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.config import DEFAULTS, Config, db_path
 from automaton_min.conway.provision import ProvisionError, ProvisionResult, provision
-from automaton_min.conway.topup import TopupResult, topup
+from automaton_min.treasury.topup import TopupResult, topup
 from automaton_min.errors import RuntimeFailure
 from automaton_min.home import Home
 from automaton_min.net.http import HttpError, NetworkError
@@ -35,12 +35,6 @@ def _rpc_fix(url: str) -> str:
 def _conway_fix(url: str, *, flag: bool = False) -> str:
     where = "--api-url, CONWAY_API_URL or conwayApiUrl in automaton.json" if flag else "conwayApiUrl in automaton.json"
     return f"the Conway API is {url}: check it is reachable, or set {where}"
-
-
-def rpc_url(config: Config | None, network: Network = BASE) -> str:
-    """``rpcUrl`` from the config (``AUTOMATON_RPC_URL`` overrides it), else the network's public endpoint."""
-    configured = config.get("rpcUrl") if config else os.environ.get("AUTOMATON_RPC_URL")
-    return configured or network.default_rpc_url
 
 
 def wallet_report(home: Home, config: Config | None, network: Network = BASE) -> dict[str, Any]:

@@ -8,11 +8,11 @@ import orjson
 
 from automaton_min.config import Config
 from automaton_min.errors import AutomatonError
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.turns import StoredToolCall
 
 if TYPE_CHECKING:
-    from automaton_min.runtime.parts import PartStates
+    from automaton_min.heartbeat.parts import PartStates
 
 log = get_logger("run")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -83,3 +84,15 @@ def run_holder(home: Home) -> tuple[bool, int | None]:
 def _read_pid(fd: int) -> int | None:
     text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     return int(text) if text.isdigit() else None
+
+
+def nudge_daemon(home: "Home") -> int | None:
+    """Tell the running daemon of ``home`` to look at its wake events (SIGUSR1); its pid, or None if none runs."""
+    running, pid = run_holder(home)
+    if not running or not pid:
+        return None
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return None
+    return pid

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Callable, Mapping, Sequence
 
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 log = get_logger(__name__)
 

@@ -5,7 +5,7 @@ own database connection); the systemd watchdog on its own when systemd asks for 
 One wake signal joins them: a task that needs the agent stores a wake event and sets it,
 and SIGUSR1 from another process (``automaton-min wake``, ``heartbeat run``) sets it and
 pokes the scheduler. Start-up follows the seed's order (``build_agent`` logs each step),
-then each remote part that is on gets one request (``runtime/parts.py``), the heartbeat starts, the banner names
+then each remote part that is on gets one request (``heartbeat/parts.py``), the heartbeat starts, the banner names
 the parts that are off or do not answer, systemd hears READY=1, and the loop runs.
 
 Shutdown (SIGTERM/SIGINT): the turn under way may finish within ``shutdownGraceSeconds``
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from automaton_min.clock import Clock, system_now
 from automaton_min.config import Config, db_path
 from automaton_min.home import Home
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.runtime.daemon import SHUTDOWN_GRACE_S, Signals, serve
 from automaton_min.runtime.sdnotify import Notifier, Progress, Watchdog
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from automaton_min.heartbeat.scheduler import Scheduler
     from automaton_min.observe.metrics import Metrics
     from automaton_min.runtime.agent_runtime import Agent
-    from automaton_min.runtime.parts import PartStates
-    from automaton_min.runtime.wake import WakeBus
+    from automaton_min.heartbeat.parts import PartStates
+    from automaton_min.store.wake import WakeBus
 
 log = get_logger(__name__)
 
@@ -53,8 +53,8 @@ def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus
     from automaton_min.heartbeat.context import ContextFactory
     from automaton_min.heartbeat.scheduler import Scheduler
     from automaton_min.heartbeat.tasks import BUILTIN_TASKS
-    from automaton_min.observe.report_task import report_metrics
-    from automaton_min.social.task import check_social_inbox, poll_interval_s
+    from automaton_min.heartbeat.report_task import report_metrics
+    from automaton_min.heartbeat.social_inbox import check_social_inbox, poll_interval_s
 
     factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
     # Tasks whose part is off are left out: each run writes its schedule row, and SD cards wear.
@@ -70,9 +70,9 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.observe.metrics import Metrics
     from automaton_min.runtime.agent_runtime import build_agent, start_step
-    from automaton_min.runtime.parts import PartStates, probe
+    from automaton_min.heartbeat.parts import PartStates, probe
     from automaton_min.runtime.report import log_banner
-    from automaton_min.runtime.wake import WakeBus
+    from automaton_min.store.wake import WakeBus
 
     from automaton_min.confine.reaper import become_subreaper
     from automaton_min.net.deadlines import WATCH as http_deadlines

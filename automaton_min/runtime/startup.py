@@ -8,27 +8,23 @@ fails (node or API down, time up) is logged and start goes on.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from automaton_min.chain.usdc import BASE, Network, authorization_used, network_named, usdc_balance
+from automaton_min.chain.usdc import BASE, Network, rpc_url, usdc_balance
 from automaton_min.clock import Clock
 from automaton_min.errors import AutomatonError
-from automaton_min.net.http import NetworkError
-from automaton_min.observe.log import get_logger
-from automaton_min.runtime.money import rpc_url
-from automaton_min.treasury.ledger import Intent
-from automaton_min.treasury.payer import Payer, payer_options, reconcile_open_intents
+from automaton_min.log import get_logger
+from automaton_min.treasury.payer import Payer, payer_options
+from automaton_min.treasury.reconcile import READ_TIMEOUT_S, Budget, reconcile_at_start
 
 if TYPE_CHECKING:
     from automaton_min.chain.wallet import Wallet
     from automaton_min.config import Config
-    from automaton_min.conway.topup import TopupResult
+    from automaton_min.treasury.topup import TopupResult
     from automaton_min.store.db import Database
 
 STARTUP_BUDGET_S = 60.0
-READ_TIMEOUT_S = 10.0
 
 log = get_logger(__name__)
 
@@ -41,35 +37,11 @@ class StartupMoney:
     topup: "TopupResult | None" = None
 
 
-class Budget:
-    """A deadline on the monotonic clock; ``timeout(cap)`` is ``cap`` cut to the time left."""
-
-    def __init__(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
-
-    def timeout(self, cap: float) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise NetworkError("the start-up time budget ran out")
-        return min(cap, left)
-
-
-def reconcile_at_start(db: "Database", config: "Config", budget: Budget, now: Clock) -> list[tuple[str, str]]:
-    """Ask the chain about every open intent (``authorizationState``); each read within the budget."""
-    def used(intent: Intent) -> bool:
-        network = network_named(intent.network)
-        assert network is not None  # reconcile_open_intents skips other networks
-        return authorization_used(rpc_url(config, network), network, intent.payer, bytes.fromhex(intent.nonce[2:]),
-                                  timeout=budget.timeout(READ_TIMEOUT_S))
-
-    return reconcile_open_intents(db, used, now=now)
-
-
 def bootstrap_at_start(db: "Database", wallet: "Wallet", config: "Config", budget: Budget, now: Clock,
                        network: Network = BASE) -> "TopupResult | None":
     """Credits under $5 and at least $5 of USDC: buy $5 of credits, once (see ``bootstrap_topup``)."""
     from automaton_min.conway.client import ConwayClient, conway_send
-    from automaton_min.conway.topup import bootstrap_topup
+    from automaton_min.treasury.topup import bootstrap_topup
 
     api_url, api_key = config.get("conwayApiUrl"), config.get("conwayApiKey")
     if not api_key:

@@ -10,21 +10,20 @@ from automaton_min.agent.tools.jobs import JOBS_KEY
 from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
-from automaton_min.observe.report_task import latest_alerts
+from automaton_min.heartbeat.report_task import latest_alerts
 from automaton_min.runtime.activity import endings_of
-from automaton_min.runtime.parts import stored_states
+from automaton_min.heartbeat.parts import stored_states
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import get_value, json_list, json_object
+from automaton_min.store.kv import USDC_KEY, get_value, json_list, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
 from automaton_min.treasury.payees import known_payees
 
 # KV rows the runtime writes: {"cents", "at"} (Conway client), {"atomic", "at"} and {"message", "at"} (the runtime).
 CREDITS_KEY = "last_known_balance"
-USDC_KEY = "last_known_usdc"
 LAST_ERROR_KEY = "last_error"
 LAST_RUN_KEY = "last_run"  # {"startedAt", "stoppedAt", "pid"}: written when a run stops
 CONFINEMENT_KEY = "confinement"  # what held the last run's local commands (confine/client.py describes it)

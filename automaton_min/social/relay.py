@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import snippet
-from automaton_min.runtime.crashpoint import crash_point
+from automaton_min.crashpoint import crash_point
 from automaton_min.social import sent_log
 from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, content_hash, sign_poll, sign_send
 
@@ -128,7 +128,7 @@ class RelayClient:
         if self._http is None:
             from automaton_min.net.resilient import ResilientHttp
 
-            # A relay that does not answer is said by the heartbeat (runtime/parts.py) and by send_message's error.
+            # A relay that does not answer is said by the heartbeat (heartbeat/parts.py) and by send_message's error.
             self._http = ResilientHttp(SERVICE, timeout_s=TIMEOUT_S, opened_level=logging.DEBUG)
         return self._http.request
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.trees import largest
 
 log = get_logger(__name__)

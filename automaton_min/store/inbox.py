@@ -45,7 +45,7 @@ import orjson
 from automaton_min.clock import to_iso
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 RECEIVED = "received"
 IN_PROGRESS = "in_progress"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING
 
-from automaton_min.clock import to_iso
+from automaton_min.clock import from_iso, to_iso
+from automaton_min.log import get_logger
+
+log = get_logger(__name__)
+USDC_KEY = "last_known_usdc"
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 
 def get_value(db: "Database", key: str) -> str | None:
@@ -55,3 +59,17 @@ def json_object(raw: str | None) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def epoch_ms(value: str | None) -> int | None:
+    """A stored time as epoch ms: epoch-ms digits (older automaton-min) or ISO (the reference); None if neither."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return from_iso(text)
+    except ValueError:
+        log.warning("unreadable time in KV; ignoring it", extra={"value": text[:40]})
+        return None

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import apsw
 
 from automaton_min.clock import SQL_NOW, Clock, to_iso
 from automaton_min.errors import DatabaseError
-from automaton_min.observe.log import get_logger
-
-if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+from automaton_min.log import get_logger
+from automaton_min.store import (schema_core, schema_inference, schema_memory, schema_payments, schema_policy,
+                                 schema_runtime, schema_social)
+from automaton_min.store.sqlite import Database, columns_of, table_exists
 
 log = get_logger(__name__)
 
@@ -34,21 +33,10 @@ class Migration:
 
     version: int
     name: str
-    apply: Callable[["Database"], None]
+    apply: Callable[[Database], None]
 
 
-MIGRATIONS: list[Migration] = []
-
-
-def migration(version: int, name: str) -> Callable[[Callable[["Database"], None]], Callable[["Database"], None]]:
-    """Register the decorated function as the step ``version``/``name``."""
-    def register(func: Callable[["Database"], None]) -> Callable[["Database"], None]:
-        MIGRATIONS.append(Migration(version, name, func))
-        return func
-    return register
-
-
-def migrate(db: "Database", migrations: Sequence[Migration], now: Clock) -> list[str]:
+def migrate(db: Database, migrations: Sequence[Migration], now: Clock) -> list[str]:
     """Apply every step not yet recorded, in version order; return the names applied."""
     _ensure_version_table(db)
     applied = applied_names(db)
@@ -74,22 +62,22 @@ def migrate(db: "Database", migrations: Sequence[Migration], now: Clock) -> list
     return done
 
 
-def applied_names(db: "Database") -> set[str]:
+def applied_names(db: Database) -> set[str]:
     """Names of the steps recorded in ``schema_version``."""
     return {row[0] for row in db.query("SELECT name FROM schema_version WHERE name IS NOT NULL")}
 
 
-def current_version(db: "Database") -> int:
+def current_version(db: Database) -> int:
     """The highest version recorded (0 for an empty database)."""
     return int(db.scalar("SELECT MAX(version) FROM schema_version", default=0) or 0)
 
 
-def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+def latest_version(migrations: Sequence[Migration] | None = None) -> int:
     """The version a fully migrated database reaches."""
-    return max(m.version for m in migrations)
+    return max(m.version for m in (MIGRATIONS if migrations is None else migrations))
 
 
-def _ensure_version_table(db: "Database") -> None:
+def _ensure_version_table(db: Database) -> None:
     if not table_exists(db, "schema_version"):
         with db.transaction():
             db.execute(
@@ -103,40 +91,18 @@ def _ensure_version_table(db: "Database") -> None:
             db.execute("ALTER TABLE schema_version ADD COLUMN name TEXT")
 
 
-def table_exists(db: "Database", table: str) -> bool:
-    return bool(db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)))
-
-
-def columns_of(db: "Database", table: str) -> list[str]:
-    return [row[1] for row in db.query(f"PRAGMA table_info({table})")]
-
-
-def add_missing_columns(db: "Database", table: str, columns: dict[str, str]) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` for each column the table lacks (errors are not swallowed)."""
-    present = set(columns_of(db, table))
-    for name, declaration in columns.items():
-        if name not in present:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
-
-
-_STORED_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z"
-
-
-def normalize_timestamps(db: "Database", table: str, columns: Sequence[str]) -> None:
-    """Rewrite date-time text in ``columns`` into the one stored format.
-
-    The reference runtime wrote both ``2026-02-19 14:00:00`` and
-    ``2026-02-19T14:00:00.000Z``; text comparisons across the two are wrong.
-    Values that are not date-times are left alone.
-    """
-    for column in columns:
-        db.execute(
-            f"UPDATE {table} SET {column} = strftime('%Y-%m-%dT%H:%M:%fZ', {column})"
-            f" WHERE {column} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'"
-            f" AND {column} NOT GLOB '{_STORED_GLOB}'"
-            f" AND strftime('%Y-%m-%dT%H:%M:%fZ', {column}) IS NOT NULL"
-        )
-
-
-# Import the modules that register steps, in order (they append to MIGRATIONS).
-from automaton_min.store import schema_core, schema_inference, schema_memory, schema_payments, schema_policy, schema_runtime, schema_social  # noqa: E402,F401,E501
+# Every step, in the order it runs. Versions 1-99 are the reference runtime's; ours start at 100.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(100, "core_tables", schema_core.create_core_tables),
+    Migration(101, "one_timestamp_format", schema_core.normalize_core_timestamps),
+    Migration(102, "payment_intents", schema_payments.create_payment_intents),
+    Migration(103, "inference_and_spend_tables", schema_inference.create_inference_tables),
+    Migration(104, "policy_decisions", schema_policy.create_policy_decisions),
+    Migration(105, "runtime_tables", schema_runtime.create_runtime_tables),
+    Migration(106, "social_relay_and_approvals", schema_social.create_social_tables),
+    Migration(107, "memory_tables", schema_memory.create_memory_tables),
+    Migration(108, "turn_order_index", schema_core.index_turn_order),
+    Migration(109, "sent_messages_and_crash_counts", schema_social.create_sent_messages),
+    Migration(110, "known_payees_and_approval_reasons", schema_social.create_known_payees),
+    Migration(111, "turn_endings", schema_core.record_turn_endings),
+)

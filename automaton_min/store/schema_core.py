@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from automaton_min.clock import SQL_NOW
-from automaton_min.store.migrations import add_missing_columns, migration, normalize_timestamps
+from automaton_min.store.sqlite import add_missing_columns, normalize_timestamps
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 CORE_TABLES = f"""
 CREATE TABLE IF NOT EXISTS identity (
@@ -89,19 +89,16 @@ CORE_TIMESTAMPS = {
 }
 
 
-@migration(100, "core_tables")
 def create_core_tables(db: "Database") -> None:
     db.execute(CORE_TABLES)
     add_missing_columns(db, "inbox_messages", INBOX_COLUMNS)
 
 
-@migration(101, "one_timestamp_format")
 def normalize_core_timestamps(db: "Database") -> None:
     for table, columns in CORE_TIMESTAMPS.items():
         normalize_timestamps(db, table, columns)
 
 
-@migration(108, "turn_order_index")
 def index_turn_order(db: "Database") -> None:
     """Turns are read newest first by ``(timestamp, id)``; without this index the newest three of 100,000 turns
     cost a scan and a sort of all of them (150 ms) on every turn."""
@@ -121,7 +118,6 @@ CREATE INDEX IF NOT EXISTS idx_failed_turns_order ON failed_turns(timestamp, tur
 """
 
 
-@migration(111, "turn_endings")
 def record_turn_endings(db: "Database") -> None:
     """How each turn ended (``turns.ending``, JSON), and the turns that failed: a failed turn writes nothing of
     itself to ``turns``, so ``logs`` reads it from ``failed_turns``."""

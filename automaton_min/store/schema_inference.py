@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.store.migrations import migration, normalize_timestamps
+from automaton_min.store.sqlite import normalize_timestamps
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 INFERENCE_TABLES = """
 CREATE TABLE IF NOT EXISTS model_registry (
@@ -63,7 +63,6 @@ CREATE INDEX IF NOT EXISTS idx_spend_created ON spend_tracking(category, created
 """
 
 
-@migration(103, "inference_and_spend_tables")
 def create_inference_tables(db: "Database") -> None:
     db.execute(INFERENCE_TABLES)
     normalize_timestamps(db, "model_registry", ("created_at", "updated_at"))

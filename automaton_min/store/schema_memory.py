@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from automaton_min.clock import SQL_NOW
-from automaton_min.store.migrations import migration, normalize_timestamps
+from automaton_min.store.sqlite import normalize_timestamps
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 NOW = f"({SQL_NOW})"
 
@@ -218,7 +218,6 @@ def check_memory_fts(db: "Database") -> None:
         db.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
 
 
-@migration(107, "memory_tables")
 def create_memory_tables(db: "Database") -> None:
     db.execute(MEMORY_TABLES)
     for table, columns in MEMORY_TIMESTAMPS.items():  # rows a reference runtime left

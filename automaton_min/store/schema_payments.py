@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.store.migrations import migration
+
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 PAYMENT_INTENTS = """
 CREATE TABLE IF NOT EXISTS payment_intents (
@@ -39,6 +39,5 @@ CREATE INDEX IF NOT EXISTS idx_payment_intents_created ON payment_intents(create
 """
 
 
-@migration(102, "payment_intents")
 def create_payment_intents(db: "Database") -> None:
     db.execute(PAYMENT_INTENTS)

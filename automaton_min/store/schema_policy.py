@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.store.migrations import migration
+
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 POLICY_DECISIONS = """
 CREATE TABLE IF NOT EXISTS policy_decisions (
@@ -34,6 +34,5 @@ CREATE INDEX IF NOT EXISTS idx_policy_decisions_decision ON policy_decisions(dec
 """
 
 
-@migration(104, "policy_decisions")
 def create_policy_decisions(db: "Database") -> None:
     db.execute(POLICY_DECISIONS)

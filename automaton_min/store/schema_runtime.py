@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from automaton_min.clock import SQL_NOW
-from automaton_min.store.migrations import migration, normalize_timestamps
+from automaton_min.store.sqlite import normalize_timestamps
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 RUNTIME_TABLES = f"""
 CREATE TABLE IF NOT EXISTS heartbeat_schedule (
@@ -85,7 +85,6 @@ RUNTIME_TIMESTAMPS = {
 }
 
 
-@migration(105, "runtime_tables")
 def create_runtime_tables(db: "Database") -> None:
     db.execute(RUNTIME_TABLES)
     for table, columns in RUNTIME_TIMESTAMPS.items():  # rows a reference runtime left

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.store.migrations import add_missing_columns, migration
+from automaton_min.store.sqlite import add_missing_columns
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 SOCIAL_TABLES = """
 CREATE TABLE IF NOT EXISTS social_outbound (
@@ -48,7 +48,6 @@ CREATE INDEX IF NOT EXISTS idx_pending_approvals_status ON pending_approvals(sta
 """
 
 
-@migration(106, "social_relay_and_approvals")
 def create_social_tables(db: "Database") -> None:
     db.execute(SOCIAL_TABLES)
     add_missing_columns(db, "inbox_messages", {"signed_by": "TEXT"})
@@ -69,7 +68,6 @@ CREATE INDEX IF NOT EXISTS idx_sent_messages_created ON sent_messages(created_at
 """
 
 
-@migration(109, "sent_messages_and_crash_counts")
 def create_sent_messages(db: "Database") -> None:
     db.execute(SENT_MESSAGES)
     add_missing_columns(db, "inbox_messages", {"crash_count": "INTEGER NOT NULL DEFAULT 0"})
@@ -84,7 +82,6 @@ CREATE TABLE IF NOT EXISTS known_payees (
 """
 
 
-@migration(110, "known_payees_and_approval_reasons")
 def create_known_payees(db: "Database") -> None:
     db.execute(KNOWN_PAYEES)
     add_missing_columns(db, "pending_approvals", {"reason": "TEXT"})

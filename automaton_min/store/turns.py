@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from automaton_min.chain.x402 import (
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.errors import AutomatonError
 from automaton_min.net.http import NetworkError, Response, request
-from automaton_min.observe.log import get_logger
-from automaton_min.runtime.crashpoint import crash_point
+from automaton_min.log import get_logger
+from automaton_min.crashpoint import crash_point
 from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
 from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
 from automaton_min.store.kv import get_value, set_value

@@ -28,7 +28,7 @@ import pytest
 
 from automaton_min.agent.key_guard import REDACTED, KeyGuard
 from automaton_min.home import Home
-from automaton_min.observe.log import ROOT_LOGGER, configure_logging
+from automaton_min.log import ROOT_LOGGER, configure_logging
 from standins.model_servers import OpenAIServer, openai_answer
 from standins.social_relay import SocialRelay
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parent))  # tests/: the stand-ins
 import orjson  # noqa: E402
 
 from automaton_min.clock import system_now  # noqa: E402
-from automaton_min.runtime.wake import post_wake  # noqa: E402
+from automaton_min.store.wake import post_wake  # noqa: E402
 from automaton_min.store import inbox  # noqa: E402
 from automaton_min.store.db import open_database  # noqa: E402
 from standins.model_servers import OpenAIServer, openai_answer  # noqa: E402

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-SCRIPT = ("from automaton_min.runtime.crashpoint import crash_point\n"
+SCRIPT = ("from automaton_min.crashpoint import crash_point\n"
           "for i in range(3):\n"
           "    crash_point('other'); crash_point('here'); print(i, flush=True)\n")
 

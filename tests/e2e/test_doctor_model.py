@@ -119,7 +119,7 @@ def test_a_home_without_a_model_provider_has_the_model_off_not_failed(cli, set_u
 
 
 def test_a_part_the_agent_found_unreachable_is_said_so_not_contacted_and_not_a_failure(cli, set_up, clock) -> None:
-    from automaton_min.runtime.parts import PartStates
+    from automaton_min.heartbeat.parts import PartStates
     from standins.loopback_http import LoopbackServer
 
     with LoopbackServer({}) as relay, LoopbackServer({}) as rpc:  # they would answer; doctor must not ask them

@@ -25,13 +25,13 @@ from faults.support import SCRIPTED
 from faults.support import fault_clock, model  # noqa: F401 (fixtures)
 from automaton_min.clock import from_iso
 from automaton_min.config import db_path, load_config
-from automaton_min.observe.log import configure_logging
+from automaton_min.log import configure_logging
 from automaton_min.observe.metrics import Metrics
 from automaton_min.runtime.agent_runtime import build_agent
-from automaton_min.runtime.parts import PartStates, probe
+from automaton_min.heartbeat.parts import PartStates, probe
 from automaton_min.runtime.report import log_banner
 from automaton_min.runtime.service import heartbeat_for
-from automaton_min.runtime.wake import WakeBus
+from automaton_min.store.wake import WakeBus
 from automaton_min.store.db import open_database
 from standins.model_servers import openai_answer
 

@@ -19,7 +19,7 @@ from faults.proxy import FaultProxy
 from faults.support import last_error
 from faults.support import agent_clock, fault_clock, model  # noqa: F401 (fixtures)
 from automaton_min.heartbeat.task_api import TaskContext
-from automaton_min.social.task import check_social_inbox
+from automaton_min.heartbeat.social_inbox import check_social_inbox
 from automaton_min.store import inbox
 from standins.model_servers import openai_answer
 from standins.social_relay import SocialRelay

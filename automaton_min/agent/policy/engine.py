@@ -38,7 +38,7 @@ from automaton_min.agent.tools.base import Authority, ToolSpec
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.ids import new_ulid
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 
 log = get_logger(__name__)

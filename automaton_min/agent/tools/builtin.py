@@ -15,7 +15,7 @@ from typing import Any
 
 from automaton_min.agent.tools import memory_tools, models, money, self_tools, survival, vm
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure
-from automaton_min.observe.log import scrub
+from automaton_min.log import scrub
 
 
 def _scrubbed(tool: Tool) -> Tool:

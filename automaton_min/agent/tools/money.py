@@ -97,7 +97,7 @@ CHECK_USDC_BALANCE = Tool(ToolSpec(
 
 def run_topup_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.conway.client import DEFAULT_API_URL
-    from automaton_min.conway.topup import topup
+    from automaton_min.treasury.topup import topup
 
     payer = need(ctx, "payer")
     usd = args["amount_usd"]

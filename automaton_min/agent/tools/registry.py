@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.validate import validate
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 MAX_RESULT_CHARS = 10_000
 

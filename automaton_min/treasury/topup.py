@@ -14,7 +14,7 @@ from automaton_min.clock import to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.net.http import snippet
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.treasury.guard import Allowance, PaymentRefused, topup_limits
 from automaton_min.treasury.ledger import recent_intents
 from automaton_min.treasury.payer import Payer
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)
+INLINE_TOPUP_COOLDOWN_MS = 60_000  # the agent's own top-up attempts, at most one a minute
+TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
 BOOTSTRAP_THRESHOLD_CENTS = 500
 BOOTSTRAP_TIER_USD = 5
 BOOTSTRAP_REPEAT_MS = 3_600_000  # an automatic top-up is not repeated within this long of the last one

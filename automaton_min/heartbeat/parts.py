@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import to_iso
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, json_object, set_json
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def describe(name: str) -> str:
 def parts_of(config: "Config") -> dict[str, str | None]:
     """Each part's URL as ``config`` sets it, None when off; the RPC node is never off (the public Base node)."""
     from automaton_min.chain.usdc import BASE
-    from automaton_min.runtime.money import rpc_url
+    from automaton_min.chain.usdc import rpc_url
 
     return {"conway": config.get("conwayApiUrl") if config.get("conwayApiKey") else None,
             "relay": (config.get("socialRelayUrl") or "").strip() or None,

@@ -12,8 +12,6 @@ turn) do not cut the next sleep short; ``take_pending`` drops them by source and
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,11 +20,11 @@ import orjson
 
 from automaton_min.store.kv import json_object
 from automaton_min.clock import from_iso, to_iso
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 
 if TYPE_CHECKING:
     from automaton_min.home import Home
-    from automaton_min.store.db import Database
+    from automaton_min.store.sqlite import Database
 
 log = get_logger(__name__)
 
@@ -78,8 +76,6 @@ def prune_consumed(db: "Database", older_than_ms: int, *, batch: int = 500) -> i
     return db.connection.changes()
 
 
-
-
 @dataclass(frozen=True)
 class WakeEventLog:
     """The recent wake events a turn's context shows (as compact references), newest first."""
@@ -107,17 +103,3 @@ class WakeBus:
         log.info("wake requested", extra={"source": source, "reason": reason[:120]})
         self.signal.set()
         return event_id
-
-
-def nudge_daemon(home: "Home") -> int | None:
-    """Tell the running daemon of ``home`` to look at its wake events (SIGUSR1); its pid, or None if none runs."""
-    from automaton_min.runtime.run_lock import run_holder
-
-    running, pid = run_holder(home)
-    if not running or not pid:
-        return None
-    try:
-        os.kill(pid, signal.SIGUSR1)
-    except ProcessLookupError:
-        return None
-    return pid

@@ -2,7 +2,7 @@
 
 It asks for a wake through ``TaskResult.wake`` (with ``wake_payload["source"] == "social"``) and never through
 ``WakeBus`` itself: the scheduler stores the one wake event. A relay that gives no answer at all is
-``ServiceUnreachable`` (the scheduler's back-off, ``runtime/parts.py``); after an error answer it backs off itself
+``ServiceUnreachable`` (the scheduler's back-off, ``heartbeat/parts.py``); after an error answer it backs off itself
 (KV ``social_poll_backoff``: 1 min, doubling to 30 min; the reference waited a flat 5 min); a poll that finds
 nothing writes nothing.
 """
@@ -18,7 +18,7 @@ from automaton_min.errors import RuntimeFailure
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskResult
 from automaton_min.net.http import NetworkError
 from automaton_min.net.resilient import CircuitOpenError
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.social import approvals
 from automaton_min.social.intake import authority_for, ingest, saved_cursor
 from automaton_min.social.relay import POLL_LIMIT

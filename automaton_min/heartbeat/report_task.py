@@ -25,7 +25,7 @@ from automaton_min.heartbeat.task_api import TaskContext, TaskResult
 from automaton_min.ids import new_ulid
 from automaton_min.observe import metrics as m
 from automaton_min.observe.alerts import Alert, AlertEngine, Evaluation
-from automaton_min.observe.log import get_logger
+from automaton_min.log import get_logger
 from automaton_min.observe.metrics import Metrics, MetricsSnapshot
 from automaton_min.store.kv import get_value, json_object
 

@@ -1,0 +1,94 @@
+"""The composition root's choice of sandbox: local (confined by the kernel) or a Conway sandbox, which raises
+when it refuses a command and never falls back to local."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from automaton_min.conway.sandbox import ExecResult, PortInfo, Sandbox, is_local_sandbox_id
+from automaton_min.errors import ConfigError
+
+if TYPE_CHECKING:
+    from automaton_min.conway.client import ConwayClient
+
+
+class RemoteSandbox:
+    """A Conway cloud sandbox, reached through ``ConwayClient``."""
+
+    is_local = False
+
+    def __init__(self, client: "ConwayClient", sandbox_id: str) -> None:
+        if is_local_sandbox_id(sandbox_id):
+            raise ValueError(f"{sandbox_id!r} is not a sandbox id (it means local mode)")
+        self.client = client
+        self.sandbox_id = sandbox_id
+
+    def exec(self, command: str, timeout_s: float | None = None) -> ExecResult:
+        return self.client.exec(command, timeout_s, sandbox_id=self.sandbox_id)
+
+    def read_file(self, path: str) -> str:
+        return self.client.read_file(path, sandbox_id=self.sandbox_id)
+
+    def write_file(self, path: str, content: str) -> None:
+        self.client.write_file(path, content, sandbox_id=self.sandbox_id)
+
+    def expose_port(self, port: int) -> PortInfo:
+        return self.client.expose_port(port, sandbox_id=self.sandbox_id)
+
+    def remove_port(self, port: int) -> None:
+        self.client.remove_port(port, sandbox_id=self.sandbox_id)
+
+    def describe(self) -> str:
+        return f"remote (Conway sandbox {self.sandbox_id})"
+
+    def cancel(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"RemoteSandbox({self.sandbox_id!r})"
+
+
+def sandbox_for(
+    config: Any,
+    *,
+    workspace: Path | None = None,
+    client: "ConwayClient | None" = None,
+    send: Callable[..., Any] | None = None,
+    home: Path | None = None,
+    own_cgroup: bool = False,
+) -> Sandbox:
+    """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
+
+    Local mode runs in ``workspace`` (default: the user's home directory, where the
+    reference runtime ran). Given the agent's ``home``, local commands are confined by
+    the kernel so they cannot reach it (``automaton_min.confine``); the running agent
+    always passes it. Remote mode uses ``client`` or builds one from
+    ``conwayApiUrl``/``conwayApiKey`` (and ``send``, the HTTP call to use). ``own_cgroup``: the running service
+    gives its local commands a cgroup of their own where one can be had (``confine/cgroups.py``).
+    """
+    sandbox_id = config.get("sandboxId")
+    if is_local_sandbox_id(sandbox_id):
+        local_root = Path(workspace) if workspace is not None else Path.home()
+        if home is not None:
+            from automaton_min.confine.client import local_sandbox
+
+            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup)
+        from automaton_min.conway.local import LocalSandbox
+
+        return LocalSandbox(local_root)
+    if client is None:
+        from automaton_min.conway.client import DEFAULT_API_URL, ConwayClient
+
+        api_key = config.get("conwayApiKey")
+        if not api_key:
+            raise ConfigError(
+                f"sandboxId is {sandbox_id!r} but there is no Conway API key; run: automaton-min provision "
+                "(or set conwayApiKey / CONWAY_API_KEY)"
+            )
+        kwargs = {"send": send} if send is not None else {}
+        client = ConwayClient(config.get("conwayApiUrl") or DEFAULT_API_URL, api_key, **kwargs)
+    return RemoteSandbox(client, str(sandbox_id).strip())
