@@ -22,8 +22,3 @@ def tier_for_credits(cents: int) -> str:
     if cents >= 0:
         return "critical"
     return "dead"
-
-
-def at_least(tier: str, minimum: str) -> bool:
-    """True when ``tier`` is ``minimum`` or better."""
-    return TIER_RANK[tier] >= TIER_RANK[minimum]

@@ -175,11 +175,6 @@ def test_a_negative_balance_is_kept(api: ConwayApi, client: ConwayClient) -> Non
     assert client.credits_balance() == -40
 
 
-def test_pricing_tiers(client: ConwayClient) -> None:
-    [tier] = client.credits_pricing()
-    assert (tier.name, tier.vcpu, tier.memory_mb, tier.disk_gb, tier.monthly_cents) == ("small", 1, 512, 5, 500)
-
-
 # --------------------------------------------------------------------------- last known balance
 
 

@@ -25,13 +25,20 @@ from automaton_min.store.inbox import (
     reclaim_stale,
     return_in_flight,
     release_after_failed_turn,
-    unprocessed_count,
 )
 from automaton_min.store.turns import StoredTurn, count_turns, insert_turn
 from tests.fixtures.reference_v11 import build_reference_v3
 
 SENDER = "0xAbC0000000000000000000000000000000000001"
 MINUTE = 60_000
+
+
+def unprocessed_count(db: "Database") -> int:
+    """Messages still to handle: ``received`` or ``in_progress`` (``failed`` ones are not counted)."""
+    return int(db.scalar(
+        "SELECT COUNT(*) FROM inbox_messages WHERE processed_at IS NULL AND status IN ('received', 'in_progress')",
+        default=0,
+    ))
 
 
 def rows(db: Database) -> dict[str, tuple]:

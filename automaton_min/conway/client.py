@@ -106,15 +106,6 @@ class SandboxInfo:
 
 
 @dataclass(frozen=True)
-class PricingTier:
-    name: str
-    vcpu: int
-    memory_mb: int
-    disk_gb: int
-    monthly_cents: int
-
-
-@dataclass(frozen=True)
 class ModelInfo:
     """A model the Conway inference API offers; prices in USD per million tokens."""
 
@@ -348,17 +339,6 @@ class ConwayClient:
         from automaton_min.store.kv import set_value
 
         set_value(self.db, BALANCE_KEY, orjson.dumps({"cents": cents, "at": to_iso(now)}).decode(), now)
-
-    def credits_pricing(self) -> list[PricingTier]:
-        """Sandbox pricing tiers (``tiers`` or ``pricing``)."""
-        path = "/v1/credits/pricing"
-        data = self._object("GET", path, self._request("GET", path))
-        tiers = _first(data, "tiers", "pricing") or []
-        return [
-            PricingTier(str(t.get("name") or ""), _int(t.get("vcpu")) or 0, _int(t.get("memory_mb")) or 0,
-                        _int(t.get("disk_gb")) or 0, _int(t.get("monthly_cents")) or 0)
-            for t in tiers if isinstance(t, dict)
-        ]
 
     def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None) -> TransferResult:
         """Send credits to another address, at most once.

@@ -189,15 +189,6 @@ class RelayClient:
         return PollResult([m for m in messages if isinstance(m, dict)] if messages else [],
                           next_cursor if isinstance(next_cursor, str) and next_cursor else None)
 
-    def unread_count(self) -> int:
-        """How many messages the relay holds unread for this wallet."""
-        answer = self._request()("GET", f"{self.url}/v1/messages/count", headers=self._signed_headers(),
-                                 timeout=TIMEOUT_S)
-        unread = self._answer(answer, "count").get("unread")
-        if not isinstance(unread, int) or isinstance(unread, bool):
-            raise RelayError(f"count: the answer has no unread count: {snippet(answer.body)}", answer.status)
-        return unread
-
     def _signed_headers(self) -> dict[str, str]:
         timestamp, signature = sign_poll(self._wallet, self.now())
         return {"X-Wallet-Address": self.address, "X-Signature": signature, "X-Timestamp": timestamp}

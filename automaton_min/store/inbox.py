@@ -220,14 +220,6 @@ def reclaim_stale(db: "Database") -> int:
     return len(rows)
 
 
-def unprocessed_count(db: "Database") -> int:
-    """Messages still to handle: ``received`` or ``in_progress`` (``failed`` ones are not counted)."""
-    return int(db.scalar(
-        "SELECT COUNT(*) FROM inbox_messages WHERE processed_at IS NULL AND status IN ('received', 'in_progress')",
-        default=0,
-    ))
-
-
 def get_message(db: "Database", id: str) -> InboxMessage | None:
     """One message by id, or ``None``."""
     row = db.query_one(f"SELECT {_COLUMNS} FROM inbox_messages WHERE id = ?", (id,))
