@@ -110,7 +110,8 @@ class LoopState:
 class AgentLoop:
     def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
                  now: Clock, services: ToolServices | None = None, started_ms: int | None = None,
-                 metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None) -> None:
+                 metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None,
+                 progress: Callable[[], None] | None = None) -> None:
         self.db = db
         self.config = config
         self.identity = identity
@@ -131,7 +132,7 @@ class AgentLoop:
         self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
         self.last_context: AssembledContext | None = None  # the last turn's context (its figures go with the turn)
-        self.progress: Callable[[], None] = lambda: None  # a sign of life for the watchdog, before each step of a turn
+        self.progress = progress or (lambda: None)  # a sign of life for the watchdog, before each step of a turn
 
     # ---------------------------------------------------------------- one wake cycle
 

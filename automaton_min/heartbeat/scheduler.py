@@ -91,7 +91,8 @@ class Scheduler:
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,
                  extra_tasks: Mapping[str, TaskFunction] | None = None, defaults: Any = None,
                  tier_of: Callable[["Database"], str] | None = None, metrics: Any = None,
-                 intervals: Mapping[str, int] | None = None, parts: "PartStates | None" = None) -> None:
+                 intervals: Mapping[str, int] | None = None, parts: "PartStates | None" = None,
+                 signal: threading.Event | None = None) -> None:
         from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, known_tier
         from automaton_min.heartbeat.parts import PartStates
 
@@ -108,7 +109,7 @@ class Scheduler:
         self.tz = timezone_named(config.get("heartbeatTimezone"))
         self.owner = _owner_id()
         self.progress = time.monotonic()
-        self._signal = threading.Event()
+        self._signal = signal or threading.Event()  # set: re-read the schedule now
         self._task_signal = threading.Event()  # a run ended, or the scheduler is stopping
         self._stopping = threading.Event()
         self._running: dict[str, _Run] = {}  # runs whose thread has not ended (overran their timeout)

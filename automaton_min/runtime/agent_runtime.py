@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -294,9 +295,12 @@ def start_step(name: str) -> Iterator[None]:
 
 
 def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS,
-                service: bool = False) -> Agent:
+                service: bool = False, schedule_changed: threading.Event | None = None,
+                progress: Callable[[], None] | None = None) -> Agent:
     """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time.
-    ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible)."""
+    ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible);
+    ``schedule_changed`` is set when a tool changes the heartbeat's schedule; ``progress`` ticks for the watchdog."""
+    from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.agent.policy import default_rules
     from automaton_min.agent.policy.engine import PolicyEngine
     from automaton_min.agent.tools.builtin import builtin_tools
@@ -349,11 +353,12 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     disk = DiskReserve(home.root, workspace) if sandbox.is_local else None
     services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
                             balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay,
-                            disk=disk)
+                            disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
+                            if schedule_changed is not None else None)
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db))
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,
-                     metrics=metrics, context=context)
+                     metrics=metrics, context=context, progress=progress)
     set_value(db, "start_time", to_iso(now()), now())
     set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
     with start_step("bootstrap top-up"):

@@ -15,8 +15,8 @@ left sleeping, the run is recorded, the WAL is folded back, and the process exit
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from automaton_min.clock import Clock, system_now
@@ -48,7 +48,7 @@ class SchedulerProgress(Progress):
 
 
 def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus", parts: "PartStates",
-                  metrics: "Metrics", now: Clock) -> "Scheduler":
+                  metrics: "Metrics", now: Clock, schedule_changed: threading.Event | None = None) -> "Scheduler":
     """The run's heartbeat scheduler, not started: the built-in tasks, the metrics report and the relay poll."""
     from automaton_min.heartbeat.context import ContextFactory
     from automaton_min.heartbeat.scheduler import Scheduler
@@ -61,13 +61,12 @@ def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus
     tasks = {name: task for name, task in BUILTIN_TASKS.items() if name not in parts.off_tasks()}
     extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
     return Scheduler(home, config, db_path(home, config), tasks, factory, wake_bus, now=now, metrics=metrics,
-                     extra_tasks=extra, parts=parts,
+                     extra_tasks=extra, parts=parts, signal=schedule_changed,
                      intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
 
 
 def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     """Start everything, serve until stopped, stop everything in order; the process exit code."""
-    from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.observe.metrics import Metrics
     from automaton_min.runtime.agent_runtime import build_agent, start_step
     from automaton_min.heartbeat.parts import PartStates, probe
@@ -82,7 +81,10 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     signals.install()
     notifier = Notifier.from_environment()
     metrics = Metrics(now=now)
-    agent = build_agent(home, config, now=now, metrics=metrics, service=True)
+    schedule_changed = threading.Event()  # the agent's schedule changes and SIGUSR1 wake the scheduler
+    loop_progress = Progress("loop")
+    agent = build_agent(home, config, now=now, metrics=metrics, service=True, schedule_changed=schedule_changed,
+                        progress=loop_progress.tick)
     signals.on_abandon.append(agent.sandbox.cancel)
     signals.on_stop.append(http_deadlines.stop)  # a fetch or a relay poll ends now; a model answer, a paid request
     signals.on_abandon.append(http_deadlines.cut_all)  # ... may finish until the grace period runs out
@@ -91,14 +93,10 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         parts = PartStates.of(config)
         probe(parts, agent.db, now())
     with start_step("heartbeat"):
-        scheduler = heartbeat_for(home, config, agent, WakeBus(signals.wake), parts, metrics, now)
-        agent.loop.services = replace(agent.loop.services,
-                                      heartbeat=HeartbeatControl(agent.db, poke=scheduler.poke, now=now))
+        scheduler = heartbeat_for(home, config, agent, WakeBus(signals.wake), parts, metrics, now, schedule_changed)
         signals.on_nudge.append(scheduler.poke)
         scheduler.start()
 
-    loop_progress = Progress("loop")
-    agent.loop.progress = loop_progress.tick
     watchdog = Watchdog.from_environment(notifier, [loop_progress, SchedulerProgress(scheduler)])
     if watchdog is not None:
         watchdog.start()
