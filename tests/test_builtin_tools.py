@@ -17,12 +17,10 @@ from automaton_min.agent.tools.base import ToolContext
 from automaton_min.agent.tools.builtin import IDLE_ONLY_TOOLS, MUTATING_TOOLS, STATUS_CHECK_TOOLS, builtin_tools
 from automaton_min.agent.tools.loop_control import TRANSFERS_KEY
 from automaton_min.agent.tools.services import LoopControl, ToolServices
-from automaton_min.agent.tools.money import TOPUP_TIERS_USD
 from automaton_min.agent.tools.registry import MAX_RESULT_CHARS, ToolOutcome, ToolRegistry
 from automaton_min.chain.wallet import Wallet, create_wallet
 from automaton_min.clock import to_iso
 from automaton_min.config import Config, config_from, save_config
-from automaton_min.treasury import topup as topup_module
 from automaton_min.conway.client import ConwayClient
 from automaton_min.conway.local import LocalSandbox
 from automaton_min.conway.sandbox import ExecResult
@@ -156,10 +154,6 @@ def test_flags_match_the_inventory() -> None:
     assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt"}
     assert {spec.name: spec.risk for spec in REGISTRY.specs()}["exec"] == "caution"
     assert set(STATUS_CHECK_TOOLS) <= {spec.name for spec in REGISTRY.specs() if spec.risk == "safe"}
-
-
-def test_the_topup_tiers_are_conways() -> None:
-    assert TOPUP_TIERS_USD == topup_module.TOPUP_TIERS_USD
 
 
 def test_the_loop_state_is_a_loop_control() -> None:

@@ -24,8 +24,9 @@ from automaton_min.chain.x402 import PaymentFormatError, decode_base64_json, enc
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
-from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, x402_limits
+from automaton_min.treasury.guard import Allowance, PaymentRefused
 from automaton_min.treasury.ledger import get_intent, prune_resolved, record_intent, set_outcome
+from automaton_min.treasury.money_out import Limits, x402_limits
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
 from standins.loopback_http import LoopbackServer, Reply, Request
 

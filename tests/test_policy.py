@@ -506,8 +506,8 @@ def test_two_transfers_a_turn_are_fine_the_third_is_not(engine) -> None:
 
 
 def test_without_a_balance_provider_the_last_known_balance_is_used(db, home, clock, workspace, runtime_files) -> None:
-    engine = PolicyEngine(default_rules(), db=db, config={"treasuryPolicy": {"knownPayees": [ADDRESS]}}, home=home,
-                          workspace=workspace, now=clock)
+    config = {"treasuryPolicy": {**DEFAULT_TREASURY_POLICY, "knownPayees": [ADDRESS]}}
+    engine = PolicyEngine(default_rules(), db=db, config=config, home=home, workspace=workspace, now=clock)
     assert transfer(engine, 500).reason_code == "RESERVE_LIMIT"  # nothing known yet: fail closed
     set_value(db, BALANCE_KEY, json.dumps({"cents": 50_000, "at": to_iso(clock())}), clock())
     assert transfer(engine, 500).action == "allow"

@@ -1,4 +1,5 @@
-"""The spend tracker and the treasury limits: each limit allows just below its boundary and denies past it."""
+"""The spend tracker and the treasury limits (``money_out``): each limit allows just below its boundary and denies
+past it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.tiers import tier_for_credits
+from automaton_min.treasury import money_out as out
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
 POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 0, "maxTransfersPerTurn": 100}
@@ -23,6 +25,12 @@ def spend(home: Home, clock):
 
 def transfer(spend: SpendTracker, cents: int) -> None:
     spend.record("transfer", cents, "transfer_credits", recipient="0x" + "11" * 20)
+
+
+def refused(spend: SpendTracker, cents: int, policy=POLICY, *, turn: int = 0, balance: int | None = RICH) -> str | None:
+    """The code of money_out's refusal of a transfer of ``cents``, or None when it is allowed."""
+    refusal = out.limit_refusal(spend, policy, cents, transfers_this_turn=turn, balance_cents=balance)
+    return refusal.code if refusal else None
 
 
 def test_records_carry_the_reference_window_columns(spend: SpendTracker) -> None:
@@ -44,63 +52,68 @@ def test_windows_are_rolling_and_per_category(spend: SpendTracker, clock) -> Non
 
 def test_per_transfer_cap(spend: SpendTracker) -> None:
     cap = POLICY["maxSingleTransferCents"]
-    assert spend.check_transfer(cap, POLICY, transfers_this_turn=0, balance_cents=RICH) is None
-    assert spend.check_transfer(cap + 1, POLICY, transfers_this_turn=0, balance_cents=RICH).limit == "maxSingleTransferCents"
+    assert refused(spend, cap) is None
+    assert refused(spend, cap + 1) == out.OVER_SINGLE_CAP
 
 
 def test_hourly_transfer_cap(spend: SpendTracker) -> None:
     transfer(spend, POLICY["maxHourlyTransferCents"] - 500)
-    assert spend.check_transfer(500, POLICY, transfers_this_turn=0, balance_cents=RICH) is None
-    assert spend.check_transfer(501, POLICY, transfers_this_turn=0, balance_cents=RICH).limit == "maxHourlyTransferCents"
+    assert refused(spend, 500) is None
+    assert refused(spend, 501) == out.OVER_HOURLY_CAP
 
 
 def test_daily_transfer_cap(spend: SpendTracker, clock) -> None:
     for _ in range(5):
         transfer(spend, 4900)
         clock.advance(HOUR_MS + 1)
-    assert spend.check_transfer(500, POLICY, transfers_this_turn=0, balance_cents=RICH) is None
-    assert spend.check_transfer(501, POLICY, transfers_this_turn=0, balance_cents=RICH).limit == "maxDailyTransferCents"
+    assert refused(spend, 500) is None
+    assert refused(spend, 501) == out.OVER_DAILY_CAP
 
 
 def test_minimum_reserve_and_unknown_balance(spend: SpendTracker) -> None:
     policy = {**POLICY, "minimumReserveCents": 1000}
-    assert spend.check_transfer(500, policy, transfers_this_turn=0, balance_cents=1500) is None
-    assert spend.check_transfer(501, policy, transfers_this_turn=0, balance_cents=1500).limit == "minimumReserveCents"
-    assert spend.check_transfer(1, policy, transfers_this_turn=0, balance_cents=None).limit == "minimumReserveCents"
+    assert refused(spend, 500, policy, balance=1500) is None
+    assert refused(spend, 501, policy, balance=1500) == out.BELOW_RESERVE
+    assert refused(spend, 1, policy, balance=None) == out.BALANCE_UNKNOWN
+
+
+def test_never_more_than_half_the_balance(spend: SpendTracker) -> None:
+    assert refused(spend, 500, balance=1000) is None
+    assert refused(spend, 501, balance=1000) == out.HALF_BALANCE
 
 
 def test_transfer_cooldown(spend: SpendTracker, clock) -> None:
     policy = {**POLICY, "transferCooldownMs": 60_000}
     transfer(spend, 10)
     clock.advance(59_999)
-    assert spend.check_transfer(10, policy, transfers_this_turn=0, balance_cents=RICH).limit == "transferCooldownMs"
+    assert refused(spend, 10, policy) == out.COOLING_DOWN
     clock.advance(1)
-    assert spend.check_transfer(10, policy, transfers_this_turn=0, balance_cents=RICH) is None
+    assert refused(spend, 10, policy) is None
 
 
 def test_transfers_per_turn(spend: SpendTracker) -> None:
     policy = {**POLICY, "maxTransfersPerTurn": 2}
-    assert spend.check_transfer(10, policy, transfers_this_turn=1, balance_cents=RICH) is None
-    assert spend.check_transfer(10, policy, transfers_this_turn=2, balance_cents=RICH).limit == "maxTransfersPerTurn"
+    assert refused(spend, 10, policy, turn=1) is None
+    assert refused(spend, 10, policy, turn=2) == out.OVER_TURN_COUNT
 
 
 @pytest.mark.parametrize("amount", [0, -5])
 def test_non_positive_transfers_are_refused(spend: SpendTracker, amount: int) -> None:
-    assert spend.check_transfer(amount, POLICY, transfers_this_turn=0, balance_cents=RICH).limit == "amount"
+    assert refused(spend, amount) == out.BAD_AMOUNT
 
 
 def test_inference_budget_daily_and_its_hourly_sixth(spend: SpendTracker, clock) -> None:
     policy = {**POLICY, "maxInferenceDailyCents": 600}  # hourly share 100
     spend.record("inference", 99, "inference")
-    assert spend.check_inference(1, policy) is None
-    assert "hourly share" in spend.check_inference(2, policy).message
+    assert out.inference_refusal(spend, policy, 1) is None
+    assert "hourly share" in out.inference_refusal(spend, policy, 2).sentence()
     for _ in range(5):
         clock.advance(HOUR_MS + 1)
         spend.record("inference", 100, "inference")
     clock.advance(HOUR_MS + 1)
     assert spend.spent("inference", DAY_MS) == 599
-    assert spend.check_inference(1, policy) is None
-    assert "daily inference budget" in spend.check_inference(2, policy).message
+    assert out.inference_refusal(spend, policy, 1) is None
+    assert "daily inference budget" in out.inference_refusal(spend, policy, 2).sentence()
 
 
 def test_forget_and_retention(spend: SpendTracker, clock) -> None:

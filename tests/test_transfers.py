@@ -1,4 +1,5 @@
-"""Credit transfers under the treasury policy, and the model registry refreshed from Conway, against the Conway stand-in."""
+"""Credit transfers under the treasury policy, and the model registry refreshed from Conway, against the Conway
+stand-in."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.conway.client import ConwayClient, ConwayError
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.registry import refresh_from_conway
-from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
+from automaton_min.treasury import money_out as out
+from automaton_min.treasury.money_out import TransferRefused, transfer_credits, transfer_to_child
+from automaton_min.treasury.payees import KnownPayees, known_payees
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
-from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 from standins.conway_api import ConwayApi
 
 TO = "0x" + "ab" * 20
@@ -46,17 +48,19 @@ def test_an_allowed_transfer_is_sent_once_and_recorded(db, api, clock) -> None:
     assert (kind, cents) == ("transfer_out", 2500)
 
 
-@pytest.mark.parametrize(("amount", "options", "limit"), [
-    (5001, {}, "maxSingleTransferCents"),
-    (100, {"turn": 2}, "maxTransfersPerTurn"),
-    (9_950, {"policy": {**POLICY, "maxSingleTransferCents": 10_000, "maxHourlyTransferCents": 20_000}}, "minimumReserveCents"),
-    (100, {"balance": None}, "minimumReserveCents"),
-    (0, {}, "amount"),
+@pytest.mark.parametrize(("amount", "options", "code"), [
+    (5001, {}, out.OVER_SINGLE_CAP),
+    (100, {"turn": 2}, out.OVER_TURN_COUNT),
+    (9_950, {"policy": {**POLICY, "maxSingleTransferCents": 10_000, "maxHourlyTransferCents": 20_000}},
+     out.BELOW_RESERVE),
+    (100, {"balance": None}, out.BALANCE_UNKNOWN),
+    (0, {}, out.BAD_AMOUNT),
+    (5001, {"balance": 10_001, "policy": {**POLICY, "maxSingleTransferCents": 10_000}}, out.HALF_BALANCE),
 ])
-def test_each_limit_refuses_before_anything_is_sent(db, api, clock, amount, options, limit) -> None:
+def test_each_limit_refuses_before_anything_is_sent(db, api, clock, amount, options, code) -> None:
     with pytest.raises(TransferRefused) as caught:
         send(db, api, clock, amount, **options)
-    assert caught.value.limit == limit
+    assert caught.value.refusal.code == code
     assert transfer_requests(api) == 0 and SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
 
 
@@ -67,12 +71,13 @@ def test_hourly_cap_and_cooldown_count_earlier_transfers(db, api, clock) -> None
         clock.advance(30_000)
     with pytest.raises(TransferRefused) as caught:
         send(db, api, clock, 1, policy=policy)
-    assert caught.value.limit == "maxHourlyTransferCents"
+    assert caught.value.refusal.code == out.OVER_HOURLY_CAP
+    assert caught.value.refusal.setting == "maxHourlyTransferCents"
     clock.advance(HOUR_MS)
     send(db, api, clock, 1, policy=policy)
     with pytest.raises(TransferRefused) as caught:
         send(db, api, clock, 1, policy=policy)
-    assert caught.value.limit == "transferCooldownMs" and transfer_requests(api) == 3
+    assert caught.value.refusal.code == out.COOLING_DOWN and transfer_requests(api) == 3
 
 
 def test_a_refused_transfer_is_not_counted_but_an_unclear_one_is(db, api, clock) -> None:
@@ -88,15 +93,17 @@ def test_a_refused_transfer_is_not_counted_but_an_unclear_one_is(db, api, clock)
 
 def test_bad_recipients_are_refused(db, api, clock) -> None:
     client = ConwayClient(api.url, api.api_key, now=clock)
-    with pytest.raises(TransferRefused, match="to_address"):
+    with pytest.raises(TransferRefused, match="to_address") as caught:
         transfer_credits(db, client, POLICY, to_address="someone", amount_cents=5, note=None, transfers_this_turn=0,
                          balance_cents=10_000, payees=known_payees(db, {"treasuryPolicy": POLICY}))
+    assert caught.value.refusal.code == out.BAD_ADDRESS
 
 
 def test_an_unknown_payee_is_refused_before_anything_is_sent_whatever_the_amount(db, api, clock) -> None:
     with pytest.raises(TransferRefused) as caught:
         send(db, api, clock, 1, to=STRANGER)
-    assert caught.value.limit == UNKNOWN_PAYEE and f"{STRANGER} is not a known payee" in str(caught.value)
+    assert caught.value.refusal == out.Refusal(out.PAYEE_NOT_KNOWN, to=STRANGER)
+    assert f"{STRANGER} is not a known payee" in str(caught.value)
     assert transfer_requests(api) == 0 and SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
 
 
@@ -109,7 +116,22 @@ def test_an_approved_transfer_may_go_to_an_unknown_payee_within_the_limits(db, a
     assert send(db, api, clock, 100, to=STRANGER, approval="apr_x").amount_cents == 100
     with pytest.raises(TransferRefused) as caught:
         send(db, api, clock, 5001, to=STRANGER, approval="apr_y")
-    assert caught.value.limit == "maxSingleTransferCents" and transfer_requests(api) == 1
+    assert caught.value.refusal.code == out.OVER_SINGLE_CAP and transfer_requests(api) == 1
+
+
+def test_the_child_entry_point_pays_only_a_payee_of_kind_child(db, api, clock) -> None:
+    child = "0x" + "cd" * 20
+    payees = KnownPayees(None, frozenset(), frozenset(), children=frozenset({child}))
+    client = ConwayClient(api.url, api.api_key, now=clock)
+    args = {"amount_cents": 100, "note": None, "transfers_this_turn": 0, "balance_cents": 10_000, "payees": payees,
+            "spend": SpendTracker(db, clock)}
+    with pytest.raises(TransferRefused) as caught:
+        transfer_to_child(db, client, POLICY, child=TO, **args)
+    assert caught.value.refusal.code == out.NOT_A_CHILD and transfer_requests(api) == 0
+    assert transfer_to_child(db, client, POLICY, child=child.upper().replace("0X", "0x"), **args).amount_cents == 100
+    with pytest.raises(TransferRefused) as caught:
+        transfer_to_child(db, client, POLICY, child=child, **{**args, "amount_cents": 5001})
+    assert caught.value.refusal.code == out.OVER_SINGLE_CAP and transfer_requests(api) == 1
 
 
 def test_registry_refresh_from_conway_models(db, api, clock) -> None:

@@ -1,36 +1,10 @@
 """``automaton-min fund USD --to ADDRESS``: send this agent's Conway credits to another address.
 
-The owner's transfer takes the path a creator-approved transfer of the agent takes
-(``social.approvals``), and so the limits of the ``transfer_credits`` tool:
-
-0. the payee must be known (``treasury.payees``: the creator, ``treasuryPolicy.knownPayees``, payees the
-   creator added by signed message); an unknown one is refused with the sentence the tool and the approval
-   request give, and the ``config set`` that makes it known;
-1. the policy engine (``agent.policy``, the default rules) decides on a
-   ``transfer_credits`` call with these arguments and records the decision in
-   ``policy_decisions`` (turn id ``NULL``: no turn asked for it). A deny is a
-   refusal naming the limit (``maxSingleTransferCents``, ``maxHourlyTransferCents``,
-   ``maxDailyTransferCents``, ``minimumReserveCents``, ``transferCooldownMs``,
-   ``maxTransfersPerTurn``);
-2. never more than half the live balance, as the tool and an approved release;
-3. ``treasury.transfers.transfer_credits``: every limit checked again, the spend
-   recorded (durably) before the call, the ``transactions`` row after it.
-
-**Authority: ``creator``.** The person at the terminal owns the home (its wallet key
-and its config), so they are not ``external`` (which may not move money at all),
-and the transfer is not the agent's own decision (``agent``). ``creator`` is the
-authority the policy gives its owner: trusted, and - by design of the authority
-rules - able to do what the agent may do and no more, so every treasury limit still
-applies. The one quarantine the policy has for a transfer,
-``CONFIRMATION_REQUIRED`` (above ``requireConfirmationAboveCents``), waits for the
-creator's confirmation; here the creator confirms at the terminal (the prompt, or
-``--yes``), so it is satisfied and the transfer goes ahead. The only way to send more
-is to raise the limits in ``automaton.json`` (``automaton-min config set``), which is
-the owner's to change anyway.
-
-One invocation counts as one turn for ``maxTransfersPerTurn`` (no earlier transfers),
-so the hourly, daily and cooldown limits, shared with the running agent through
-``spend_tracking``, are what bound repeated calls.
+The owner's transfer takes the agent's own path: the policy engine decides on a ``transfer_credits`` call and
+records it (authority ``creator``: every treasury limit applies; the confirmation above
+``requireConfirmationAboveCents`` is the prompt or ``--yes``), then ``money_out.transfer_credits`` checks every rule
+again and sends. A refusal is ``money_out``'s ``Refusal``, rendered here with the ``config set`` that changes it.
+One invocation counts as one turn; the hourly, daily and cool-down windows are shared with the running agent.
 """
 
 from __future__ import annotations
@@ -49,32 +23,34 @@ _AMOUNT = re.compile(r"\$?(\d{1,9})(?:\.(\d{1,2}))?")
 
 
 class TransferFailed(RuntimeFailure):
-    """The transfer was refused (by a limit or by Conway) or its outcome is unknown; ``limit`` names the rule."""
+    """The transfer was refused (by a rule or by Conway) or its outcome is unknown."""
 
-    def __init__(self, problem: str, fix: str, limit: str | None = None) -> None:
+    def __init__(self, problem: str, fix: str) -> None:
         super().__init__(f"{problem}; {fix}")
-        self.problem, self.fix, self.limit = problem, fix, limit
+        self.problem, self.fix = problem, fix
 
 
-def _refused(message: str, limit: str | None) -> TransferFailed:
-    """A refusal by a treasury limit: ``message`` names the limit and its value; the fix says how to change it."""
-    from automaton_min.config import DEFAULT_TREASURY_POLICY
+def _refused(refusal: Any, payees: Any, unread: str | None, api_url: str) -> TransferFailed:
+    """``money_out``'s refusal in the owner's words, with what changes it."""
+    from automaton_min.treasury import money_out as out
 
-    if limit in DEFAULT_TREASURY_POLICY:
-        fix = f"nothing was sent; the limit is the owner's to change: automaton-min config set treasuryPolicy.{limit} VALUE"
-    else:
-        fix = "nothing was sent"
-    return TransferFailed(f"transfer refused: {message}", fix, limit)
+    if refusal.code == out.PAYEE_NOT_KNOWN:
+        import orjson
 
-
-def _unknown_payee(payees: Any, to: str) -> TransferFailed:
-    """The payee refusal every path gives, and how the owner makes the address a known payee."""
-    import orjson
-
-    listed = orjson.dumps(payees.with_configured(to)).decode()
-    return TransferFailed(f"transfer refused: {payees.refusal(to)}",
-                          f"nothing was sent; to make it a known payee run: automaton-min config set "
-                          f"treasuryPolicy.knownPayees '{listed}'", "knownPayees")
+        listed = orjson.dumps(payees.with_configured(refusal.to)).decode()
+        return TransferFailed(f"transfer refused: {refusal.sentence()}", "nothing was sent; to make it a known payee "
+                              f"run: automaton-min config set treasuryPolicy.knownPayees '{listed}'")
+    if refusal.code == out.BALANCE_UNKNOWN:
+        return TransferFailed(f"transfer refused: the credit balance could not be read ({unread}), so the reserve "
+                              "cannot be checked",
+                              f"nothing was sent; check that {api_url} answers, or set conwayApiUrl")
+    if refusal.code == out.HALF_BALANCE:
+        return TransferFailed(f"transfer refused: {_dollars(refusal.amount)} is more than half of the balance of "
+                              f"{_dollars(refusal.balance)} (the agent always keeps at least half)", "nothing was sent")
+    if refusal.setting is None:
+        return TransferFailed(f"transfer refused: {refusal.sentence()}", "nothing was sent")
+    return TransferFailed(f"transfer refused: {refusal.setting}: {refusal.sentence()}", "nothing was sent; the limit "
+                          f"is the owner's to change: automaton-min config set treasuryPolicy.{refusal.setting} VALUE")
 
 
 def parse_usd(text: str) -> int:
@@ -100,7 +76,8 @@ def _check_address(to: str, own: str | None) -> str:
     if not is_address(to):
         raise UserError(f"--to: expected a 0x-prefixed 40-hex-digit address (got {to!r})")
     if not has_valid_checksum(to):
-        raise UserError(f"--to: {to} mixes upper and lower case against its EIP-55 checksum; check it, or write it all in lower case")
+        raise UserError(f"--to: {to} mixes upper and lower case against its EIP-55 checksum; check it, or write it "
+                        "all in lower case")
     if own and to.lower() == own.lower():
         raise UserError(f"--to: {to} is this agent's own address")
     return to
@@ -137,15 +114,14 @@ def command(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, 
 
 def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as_json: bool) -> dict[str, Any]:
     from automaton_min.agent.policy.engine import PolicyEngine, PolicyRequest, default_rules
-    from automaton_min.agent.policy.rules_financial import CONFIRMATION_REQUIRED
     from automaton_min.agent.tools.money import TRANSFER_CREDITS
     from automaton_min.clock import system_now
-    from automaton_min.config import DEFAULT_TREASURY_POLICY, db_path
+    from automaton_min.config import db_path
     from automaton_min.conway.client import ConwayClient, ConwayError
     from automaton_min.store.db import open_database
-    from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
+    from automaton_min.treasury import money_out as out
+    from automaton_min.treasury.payees import known_payees
     from automaton_min.treasury.spend import SpendTracker
-    from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 
     cents = parse_usd(usd)
     if not yes and not sys.stdin.isatty():
@@ -157,50 +133,45 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
     if not api_key:
         raise UserError("no Conway API key; run: automaton-min provision")
     api_url = config.get("conwayApiUrl")
-    policy = {**DEFAULT_TREASURY_POLICY, **(config.get("treasuryPolicy") or {})}
+    policy = out.treasury_policy(config)
     arguments: dict[str, Any] = {"to_address": to, "amount_cents": cents, **({"reason": note} if note else {})}
 
     with open_database(db_path(home, config)) as db:
         conway = ConwayClient(api_url, api_key, db=db)
         terminal_progress(as_json)(f"reading the credit balance from {api_url} ...")
-        balance, unknown = _balance(conway)
-        engine = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=home.root / "workspace",
-                              balance_cents=lambda: balance)
+        balance, unread = _balance(conway)
+        engine = PolicyEngine(default_rules(), db=db, config=config.values, home=home,
+                              workspace=home.root / "workspace", balance_cents=lambda: balance)
         decision = engine.evaluate(PolicyRequest(TRANSFER_CREDITS.spec, arguments, "creator", None))
-        payees = known_payees(db, config)
-        if decision.reason_code == UNKNOWN_PAYEE:
-            raise _unknown_payee(payees, to)
-        if decision.action == "deny" or (decision.action == "quarantine" and decision.reason_code != CONFIRMATION_REQUIRED):
-            if unknown is not None and balance is None and "balance is unknown" in decision.message:
-                raise TransferFailed(f"transfer refused: the credit balance could not be read ({unknown}), so the reserve "
-                                     "cannot be checked", f"nothing was sent; check that {api_url} answers, or set conwayApiUrl",
-                                     "minimumReserveCents")
-            raise _refused(decision.message, decision.message.split(":")[0])
-        if balance is not None and cents * 2 > balance:
-            raise TransferFailed(f"transfer refused: {_dollars(cents)} is more than half of the balance of {_dollars(balance)} "
-                                 "(the agent always keeps at least half)", "nothing was sent", "halfBalance")
+        payees, spend = known_payees(db, config), SpendTracker(db, system_now)
+        refusal = out.transfer_refusal(spend, policy, payees, to_address=to, amount_cents=cents,
+                                       transfers_this_turn=0, balance_cents=balance)
+        if refusal:
+            raise _refused(refusal, payees, unread, api_url)
+        if decision.action == "deny" or (decision.action == "quarantine"
+                                         and decision.reason_code != out.CONFIRMATION_REQUIRED):
+            raise TransferFailed(f"transfer refused: {decision.reason_code}: {decision.message}", "nothing was sent")
         if not yes:
-            after = f"; the balance goes from {_dollars(balance)} to {_dollars(balance - cents)}" if balance is not None else ""
+            after = (f"; the balance goes from {_dollars(balance)} to {_dollars(balance - cents)}"
+                     if balance is not None else "")
             if not click.confirm(f"Send {_dollars(cents)} of credits to {to}{after}?", default=False, err=True):
                 raise UserError("not confirmed; nothing was sent")
         terminal_progress(as_json)(f"sending {_dollars(cents)} to {to} ...")
         try:
-            result = transfer_credits(db, conway, policy, to_address=to, amount_cents=cents, note=note,
-                                      transfers_this_turn=0, balance_cents=balance, payees=payees,
-                                      spend=SpendTracker(db, system_now))
-        except TransferRefused as exc:  # a limit reached between the policy's check and this one
-            if exc.limit == UNKNOWN_PAYEE:
-                raise _unknown_payee(payees, to) from None
-            raise _refused(str(exc).removeprefix("transfer refused: "), exc.limit) from None
+            result = out.transfer_credits(db, conway, policy, to_address=to, amount_cents=cents, note=note,
+                                          transfers_this_turn=0, balance_cents=balance, payees=payees, spend=spend)
+        except out.TransferRefused as exc:  # a limit reached between the check above and this one
+            raise _refused(exc.refusal, payees, unread, api_url) from None
         except ConwayError as exc:
             if exc.status in (401, 403):
                 raise _key_refused(exc) from None
-            if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
+            if out.definitely_refused(exc):
                 raise TransferFailed(f"Conway refused the transfer: {exc}", "nothing was sent") from None
             raise TransferFailed(f"the transfer's outcome is unknown ({exc}); it is counted as spent",
                                  "check the balance before trying again: automaton-min status") from None
     return {"amountCents": result.amount_cents, "usd": _dollars(result.amount_cents)[1:], "to": result.to_address,
-            "status": result.status, "transferId": result.transfer_id or None, "balanceAfterCents": result.balance_after_cents}
+            "status": result.status, "transferId": result.transfer_id or None,
+            "balanceAfterCents": result.balance_after_cents}
 
 
 def _balance(conway: Any) -> tuple[int | None, str | None]:

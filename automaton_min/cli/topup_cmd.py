@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for, terminal_progress
-from automaton_min.treasury.topup import TOPUP_TIERS_USD
 from automaton_min.runtime.money import buy_credits
+from automaton_min.treasury.money_out import TOPUP_TIERS_USD
 
 
 @click.command("topup")

@@ -52,6 +52,7 @@ from automaton_min.memory.tokens import EXACT_BAND, count_tokens, estimate_token
 from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
+from automaton_min.treasury.money_out import inference_refusal
 from automaton_min.treasury.spend import HOUR_MS, SpendTracker
 
 if TYPE_CHECKING:
@@ -284,9 +285,9 @@ class Router:
                 return BudgetDenied("sessionBudgetCents", f"{spent_session} + {estimate} cents would pass the session budget of {session}")
         policy = self.config.get("treasuryPolicy")
         if policy:
-            denial = self.spend.check_inference(estimate, policy)
-            if denial:
-                return BudgetDenied(denial.limit, denial.message)
+            refusal = inference_refusal(self.spend, policy, estimate)
+            if refusal:
+                return BudgetDenied("maxInferenceDailyCents", refusal.sentence())
         return None
 
     # -- calling -------------------------------------------------------------------------------

@@ -9,13 +9,14 @@ Lifecycle of a ``pending_approvals`` row::
         +--expires_at passes--> expired
 
 * ``hold`` (called when the policy quarantines a transfer) stores the request with the policy's reason and tells
-  the agent its id; the agent reports it to the creator with ``send_message``. The same call asked again reuses the pending request.
+  the agent its id; the agent reports it to the creator with ``send_message``. The same call asked again reuses
+  the pending request.
 * ``decide`` runs at intake, inside the transaction that stores the creator's message, and only for a message
   whose relay signature was verified to be the creator's. One guarded UPDATE moves ``pending`` to ``approved``:
   a second approval (a replay, a re-send) finds nothing pending and releases nothing.
 * ``release_approved`` runs after intake: each approved row is claimed (``releasing``) in its own UPDATE, then the
-  transfer goes through ``treasury.transfers.transfer_credits`` with every treasury limit (the approval stands in
-  for a known payee), at most once: a crash during the call leaves the row ``releasing``, never retried.
+  transfer goes through ``money_out.transfer_credits`` with every treasury rule (the approval stands in for a
+  known payee), at most once: a crash during the call leaves the row ``releasing``, never retried.
 
 The creator's command is the whole message text: ``approve <id>`` or ``reject <id>`` (ids look like
 ``apr_01J...``), e.g. ``automaton-min send <agent address> "approve apr_01J..."`` from the creator's own agent.
@@ -29,10 +30,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import orjson
 
 from automaton_min.clock import Clock, to_iso
-from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
-from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
+from automaton_min.treasury.money_out import CONFIRMATION_REQUIRED, UNKNOWN_PAYEE
+from automaton_min.treasury.payees import known_payees
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
 DEFAULT_EXPIRY_HOURS = 24
 EXPIRY_KEY = "approvalExpiryHours"
 KINDS = ("transfer_credits",)
-CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
 HELD_CODES = (CONFIRMATION_REQUIRED, UNKNOWN_PAYEE)  # the policy's quarantines that become approval requests
+
+
 def _setting(config: Any, key: str) -> Any:
     return config.get(key) if config is not None else None
 
@@ -57,7 +59,8 @@ def _params_hash(kind: str, params: Mapping[str, Any]) -> str:
 
 def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amount_cents: int, *, reason: str,
          now_ms: int) -> str:
-    """Store (or find) the pending request for this call, with ``reason`` (``"CODE: why"``); the text the agent reads."""
+    """Store (or find) the pending request for this call, with ``reason`` (``"CODE: why"``); the text the agent
+    reads."""
     creator = _setting(config, "creatorAddress")
     if not creator or not (_setting(config, "socialRelayUrl") or "").strip():
         return (f"{reason}. The creator's approval arrives over the social relay; with no creatorAddress or no "
@@ -121,7 +124,8 @@ def pending(db: "Database", now_ms: int) -> list[dict[str, Any]]:
     if not db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_approvals'"):
         return []
     has_reason = any(column[1] == "reason" for column in db.query("PRAGMA table_info(pending_approvals)"))
-    rows = db.query(f"SELECT id, kind, params, amount_cents, created_at, expires_at, {'reason' if has_reason else 'NULL'}"
+    column = "reason" if has_reason else "NULL"
+    rows = db.query(f"SELECT id, kind, params, amount_cents, created_at, expires_at, {column}"
                     " FROM pending_approvals WHERE status = 'pending' AND expires_at > ? ORDER BY created_at, id",
                     (to_iso(now_ms),))
     out = []
@@ -150,7 +154,8 @@ def release_approved(db: "Database", conway: Any, config: Any, now: Clock) -> li
         if not claimed or row is None:
             continue
         status, text = _release(db, conway, config, now, request_id, row[0], orjson.loads(row[1]))
-        db.execute("UPDATE pending_approvals SET status = ?, result = ? WHERE id = ?", (status, text[:1000], request_id))
+        db.execute("UPDATE pending_approvals SET status = ?, result = ? WHERE id = ?",
+                   (status, text[:1000], request_id))
         outcomes.append(f"approval {request_id} {status}: {text}")
     return outcomes
 
@@ -158,26 +163,23 @@ def release_approved(db: "Database", conway: Any, config: Any, now: Clock) -> li
 def _release(db: "Database", conway: Any, config: Any, now: Clock, request_id: str, kind: str,
              params: dict[str, Any]) -> tuple[str, str]:
     from automaton_min.conway.client import ConwayError
+    from automaton_min.treasury.money_out import TransferRefused, definitely_refused, transfer_credits, treasury_policy
     from automaton_min.treasury.spend import SpendTracker
-    from automaton_min.treasury.transfers import TransferRefused, transfer_credits
 
     if kind != "transfer_credits":
         return "failed", f"unknown kind {kind!r}"
-    amount = params.get("amount_cents")
-    policy = {**DEFAULT_TREASURY_POLICY, **(_setting(config, "treasuryPolicy") or {})}
     try:
         balance: int | None = conway.credits_balance()
     except RuntimeFailure:
         balance = None
-    if balance is not None and isinstance(amount, int) and amount * 2 > balance:
-        return "failed", f"{amount} cents is more than half of the balance of {balance} cents; not sent"
     try:
-        result = transfer_credits(db, conway, policy, to_address=params.get("to_address"), amount_cents=amount,
-                                  note=params.get("reason"), transfers_this_turn=0, balance_cents=balance,
-                                  payees=known_payees(db, config), approval=request_id, spend=SpendTracker(db, now))
+        result = transfer_credits(db, conway, treasury_policy(config), to_address=params.get("to_address"),
+                                  amount_cents=params.get("amount_cents"), note=params.get("reason"),
+                                  transfers_this_turn=0, balance_cents=balance, payees=known_payees(db, config),
+                                  approval=request_id, spend=SpendTracker(db, now))
     except TransferRefused as exc:
-        return "failed", str(exc)
+        return "failed", f"transfer refused: {exc.refusal.sentence()}; not sent"
     except ConwayError as exc:
-        refused = exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
-        return "failed", (f"refused by Conway: {exc}" if refused else f"outcome unknown, counted as spent: {exc}")
+        return "failed", (f"refused by Conway: {exc}" if definitely_refused(exc)
+                          else f"outcome unknown, counted as spent: {exc}")
     return "released", f"sent {result.amount_cents} cents to {result.to_address} (status {result.status})"

@@ -9,12 +9,9 @@ A payee is known when it is
   ``known_payees`` table.
 
 Any other address is unknown, however the agent came to hold it (a stranger's message, a web page, a memory): a
-transfer to it waits for the creator's approval (``social.approvals``). The agent's verified children join the
-list when children exist. x402 payments and top-ups are not transfers: their payee is the server at an allowed
-domain (``x402AllowedDomains``, checked by the payer's guard).
-
-This module owns the rule; the policy (``financial.known_payee``), the transfer path
-(``treasury.transfers``) and ``fund`` all ask ``KnownPayees``, so they refuse with the same sentence.
+transfer to it waits for the creator's approval (``social.approvals``). The agent's verified children are payees
+of kind child (``children``), filled when children exist. This module keeps the list; the rule that reads it is
+``money_out.payee_refusal``.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from automaton_min.clock import to_iso
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-UNKNOWN_PAYEE = "UNKNOWN_PAYEE"
 CONFIG_KEY = "treasuryPolicy.knownPayees"
 MAX_ADDED = 200  # payees the creator may add by message; the configuration has its own limit
 
@@ -39,6 +35,7 @@ class KnownPayees:
     creator: str | None
     configured: frozenset[str]
     added: frozenset[str]
+    children: frozenset[str] = frozenset()
 
     def why_known(self, address: str) -> str | None:
         """Why ``address`` may be paid without approval (``"the creator"``, ...), or ``None`` when it is unknown."""
@@ -49,13 +46,9 @@ class KnownPayees:
             return CONFIG_KEY
         if key in self.added:
             return "added by the creator"
+        if key in self.children:
+            return "a child"
         return None
-
-    def refusal(self, address: str) -> str:
-        """The one sentence every path gives for an unknown payee."""
-        return (f"{address} is not a known payee (known payees: the creator, the addresses in {CONFIG_KEY}, and "
-                "those the creator added with a signed 'payee add' message), so credits go there only with the "
-                "creator's approval")
 
     def with_configured(self, address: str) -> list[str]:
         """The configured list with ``address`` added, as ``config set`` would take it."""
@@ -75,13 +68,14 @@ def known_payees(db: "Database | None", config: Any) -> KnownPayees:
 
 
 def apply_command(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:
-    """Apply the creator's verified ``payee add|remove``; a short note on what changed (run inside intake's transaction)."""
+    """Apply the creator's verified ``payee add|remove``; a note on what changed (inside intake's transaction)."""
     verb, address = command
     if verb == "remove":
         db.execute("DELETE FROM known_payees WHERE address = ?", (address,))
         if db.connection.changes():
             return f"{address} is no longer a known payee"
-        return f"{address} was not added by message; nothing changed (a payee in {CONFIG_KEY} is removed with config set)"
+        return (f"{address} was not added by message; nothing changed (a payee in {CONFIG_KEY} is removed with "
+                "config set)")
     if db.scalar("SELECT 1 FROM known_payees WHERE address = ?", (address,)):
         return f"{address} is already a known payee"
     if (db.scalar("SELECT COUNT(*) FROM known_payees") or 0) >= MAX_ADDED:

@@ -15,14 +15,14 @@ from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.net.http import snippet
 from automaton_min.log import get_logger
-from automaton_min.treasury.guard import Allowance, PaymentRefused, topup_limits
+from automaton_min.treasury.guard import Allowance, PaymentRefused
 from automaton_min.treasury.ledger import recent_intents
+from automaton_min.treasury.money_out import TOPUP_TIERS_USD, topup_limits
 from automaton_min.treasury.payer import Payer
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)
 INLINE_TOPUP_COOLDOWN_MS = 60_000  # the agent's own top-up attempts, at most one a minute
 TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
 BOOTSTRAP_THRESHOLD_CENTS = 500

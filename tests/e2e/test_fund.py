@@ -111,11 +111,11 @@ def test_limits_set_with_config_set_and_shared_windows_apply(cli, funded, api):
 def test_an_unknown_payee_is_refused_with_the_tools_sentence_and_the_config_set_that_makes_it_known(cli, funded, api):
     import shlex
 
-    from automaton_min.treasury.payees import known_payees
+    from automaton_min.treasury.money_out import PAYEE_NOT_KNOWN, Refusal
 
     stranger = "0x" + "5e" * 20
     line = error_line(cli("fund", "1", "--to", stranger, "--yes"), EXIT_FAILURE)
-    assert known_payees(None, {}).refusal(stranger) in line  # the sentence the tool and the approval request give
+    assert Refusal(PAYEE_NOT_KNOWN, to=stranger).sentence() in line  # the tool's and the approval request's sentence
     assert sent(api) == [] and rows(funded, "SELECT COUNT(*) FROM spend_tracking") == [(0,)]
     (decision, reason), = rows(funded, "SELECT decision, reason FROM policy_decisions WHERE tool_name = 'transfer_credits'")
     assert decision == "quarantine" and reason.startswith(f"UNKNOWN_PAYEE: {stranger} is not a known payee")

@@ -36,7 +36,6 @@ import apsw
 
 from automaton_min.agent.tools.base import Authority, ToolSpec
 from automaton_min.clock import Clock, system_now, to_iso
-from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.ids import new_ulid
 from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
@@ -135,10 +134,6 @@ class PolicyEnv:
             return default
         value = self.config.get(key, default)
         return default if value is None else value
-
-    def treasury(self) -> dict[str, Any]:
-        """The treasury policy with the defaults under whatever the configuration sets."""
-        return {**DEFAULT_TREASURY_POLICY, **(self.setting("treasuryPolicy") or {})}
 
 
 Check = Callable[[PolicyRequest, PolicyEnv], "Verdict | None"]

@@ -1,15 +1,14 @@
 """Money tools: check_credits, check_usdc_balance, topup_credits, transfer_credits, x402_fetch.
 
-Money leaves only through the guarded paths: ``treasury.transfers.transfer_credits``
-(every treasury limit, the spend recorded before the call), ``Payer.fetch`` under
-``x402_limits`` (guard, durable intent, one paid request) and ``conway.topup.topup``
-(exact tier, Conway only). A refusal is an error result naming the limit; an
-unreadable balance is "unknown", never zero.
+Money leaves only through the guarded paths: ``money_out.transfer_credits`` (every treasury rule, the spend
+recorded before the call), ``Payer.fetch`` under ``x402_limits`` (guard, durable intent, one paid request) and
+``conway.topup.topup`` (exact tier, Conway only). A refusal is an error result in the tool's words; an unreadable
+balance is "unknown", never zero.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -23,14 +22,13 @@ from automaton_min.agent.tools.loop_control import (
 )
 from automaton_min.chain.usdc import ATOMIC_PER_CENT, BASE, format_usdc
 from automaton_min.clock import to_iso
-from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import AutomatonError, RuntimeFailure
 from automaton_min.tiers import tier_for_credits
-
-TOPUP_TIERS_USD = (5, 25, 100, 500, 1000, 2500)  # conway.topup.TOPUP_TIERS_USD (checked in the tests)
+from automaton_min.treasury.money_out import TOPUP_TIERS_USD, treasury_policy
 MAX_BODY_CHARS = 8000
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-PAYMENT_HEADERS = frozenset({"x-payment", "payment-signature", "payment-required", "x-payment-response", "payment-response"})
+PAYMENT_HEADERS = frozenset({"x-payment", "payment-signature", "payment-required", "x-payment-response",
+                             "payment-response"})
 # Headers that say where a request goes or how it is framed: the allow-list checked the URL, and only the URL.
 ROUTING_HEADERS = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "trailer", "upgrade",
                              "expect", "keep-alive", "proxy-authorization", "proxy-connection", "forwarded",
@@ -43,11 +41,6 @@ ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 def dollars(cents: int) -> str:
     sign = "-" if cents < 0 else ""
     return f"{sign}${abs(cents) // 100}.{abs(cents) % 100:02d}"
-
-
-def treasury_policy(ctx: ToolContext) -> dict[str, Any]:
-    policy = setting(ctx, "treasuryPolicy") or {}
-    return {**DEFAULT_TREASURY_POLICY, **(policy if isinstance(policy, Mapping) else {})}
 
 
 def _network(ctx: ToolContext):
@@ -63,9 +56,11 @@ def run_check_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
         reading = conway.credits()
     except RuntimeFailure as exc:
         raise ToolFailure(f"the credit balance is unknown (not zero): {exc}") from None
-    text = f"Credit balance: {dollars(reading.cents)} ({reading.cents} cents), survival tier {tier_for_credits(reading.cents)}"
+    text = (f"Credit balance: {dollars(reading.cents)} ({reading.cents} cents), "
+            f"survival tier {tier_for_credits(reading.cents)}")
     if not reading.fresh:
-        text += f"\nThis is the last known balance, from {to_iso(reading.at)}; the credits API did not answer: {reading.error}"
+        text += (f"\nThis is the last known balance, from {to_iso(reading.at)}; the credits API did not answer: "
+                 f"{reading.error}")
     return text
 
 
@@ -84,11 +79,13 @@ def run_check_usdc_balance(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 CHECK_CREDITS = Tool(ToolSpec(
-    "check_credits", "Check your Conway compute credit balance.", object_schema({}), "conway", risk="safe", status_check=True,
+    "check_credits", "Check your Conway compute credit balance.", object_schema({}), "conway", risk="safe",
+    status_check=True,
 ), run_check_credits)
 
 CHECK_USDC_BALANCE = Tool(ToolSpec(
-    "check_usdc_balance", "Check your wallet's USDC balance on Base.", object_schema({}), "conway", risk="safe", status_check=True,
+    "check_usdc_balance", "Check your wallet's USDC balance on Base.", object_schema({}), "conway", risk="safe",
+    status_check=True,
 ), run_check_usdc_balance)
 
 
@@ -106,14 +103,16 @@ def run_topup_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     except AutomatonError as exc:  # refused by the guard, too little USDC, failed or unanswered
         raise ToolFailure(f"top-up of ${usd} failed: {exc}") from None
     tx = f", transaction {result.tx_hash}" if result.tx_hash else ""
-    return (f"Bought credits: paid {usd} USDC, +{dollars(result.credits_cents_added)} ({result.credits_cents_added} cents) "
+    added = result.credits_cents_added
+    return (f"Bought credits: paid {usd} USDC, +{dollars(added)} ({added} cents) "
             f"(payment {result.intent_id}{tx}). Check the new balance with check_credits.")
 
 
 TOPUP_CREDITS = Tool(ToolSpec(
     "topup_credits",
     "Buy Conway credits with USDC from your wallet (x402). amount_usd is one of 5, 25, 100, 500, 1000, 2500.",
-    object_schema({"amount_usd": {"type": "integer", "enum": list(TOPUP_TIERS_USD), "description": "Dollars of credits to buy"}}, ["amount_usd"]),
+    object_schema({"amount_usd": {"type": "integer", "enum": list(TOPUP_TIERS_USD),
+                                  "description": "Dollars of credits to buy"}}, ["amount_usd"]),
     "financial", risk="dangerous", mutating=True,
 ), run_topup_credits)
 
@@ -138,37 +137,34 @@ def _count_transfer(ctx: ToolContext) -> None:
 
 def run_transfer_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.conway.client import ConwayError
-    from automaton_min.treasury.spend import SpendTracker
+    from automaton_min.treasury.money_out import TransferRefused, definitely_refused, transfer_credits
     from automaton_min.treasury.payees import known_payees
-    from automaton_min.treasury.transfers import TransferRefused, transfer_credits
+    from automaton_min.treasury.spend import SpendTracker
 
     conway = need(ctx, "conway")
-    to_address, amount = args["to_address"], args["amount_cents"]
     so_far = _transfers_so_far(ctx)
     try:
         balance: int | None = conway.credits_balance()  # a live reading: a stale one does not count for a transfer
     except RuntimeFailure:
         balance = None
-    if balance is not None and amount * 2 > balance:
-        raise ToolFailure(f"transfer refused: {amount} cents is more than half of your balance of {balance} cents; "
-                          "keeping yourself alive comes first")
     try:
-        result = transfer_credits(ctx.db, conway, treasury_policy(ctx), to_address=to_address, amount_cents=amount,
-                                  note=args.get("reason"), transfers_this_turn=so_far, balance_cents=balance,
+        result = transfer_credits(ctx.db, conway, treasury_policy(ctx.config), to_address=args["to_address"],
+                                  amount_cents=args["amount_cents"], note=args.get("reason"),
+                                  transfers_this_turn=so_far, balance_cents=balance,
                                   payees=known_payees(ctx.db, ctx.config), spend=SpendTracker(ctx.db, ctx.now))
     except TransferRefused as exc:
-        raise ToolFailure(str(exc)) from None
+        raise ToolFailure(f"transfer refused: {exc.refusal.sentence()}") from None
     except ConwayError as exc:
-        refused = exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
-        if not refused:
-            _count_transfer(ctx)
-            raise ToolFailure(f"transfer outcome unknown: {exc}. It is counted as spent; run check_credits "
-                              "before trying again, or the credits may be sent twice") from None
-        raise ToolFailure(f"transfer refused by Conway: {exc}") from None
+        if definitely_refused(exc):
+            raise ToolFailure(f"transfer refused by Conway: {exc}") from None
+        _count_transfer(ctx)
+        raise ToolFailure(f"transfer outcome unknown: {exc}. It is counted as spent; run check_credits "
+                          "before trying again, or the credits may be sent twice") from None
     _count_transfer(ctx)
     after = f"; balance now {dollars(result.balance_after_cents)}" if result.balance_after_cents is not None else ""
     ident = f", id {result.transfer_id}" if result.transfer_id else ""
-    return f"Sent {dollars(result.amount_cents)} ({result.amount_cents} cents) of credits to {result.to_address} (status {result.status}{ident}){after}"
+    return (f"Sent {dollars(result.amount_cents)} ({result.amount_cents} cents) of credits to {result.to_address} "
+            f"(status {result.status}{ident}){after}")
 
 
 TRANSFER_CREDITS = Tool(ToolSpec(
@@ -202,7 +198,8 @@ def _headers(raw: Any) -> dict[str, str]:
         raise ToolFailure(f"headers: {', '.join(blocked)} is set by the payment flow itself, not by you")
     routing = sorted(k for k in raw if k.lower().strip() in ROUTING_HEADERS)
     if routing:
-        raise ToolFailure(f"headers: {', '.join(routing)} would change where or how the request goes; only the URL says that")
+        raise ToolFailure(f"headers: {', '.join(routing)} would change where or how the request goes; only the URL "
+                          "says that")
     if any("\n" in k + v or "\r" in k + v for k, v in raw.items()):
         raise ToolFailure("headers: names and values must be single lines")
     if len(raw) > MAX_HEADERS or sum(len(k) + len(v) + 4 for k, v in raw.items()) > MAX_HEADER_BYTES:
@@ -220,7 +217,8 @@ def _body(raw: Any) -> Any:
 
 
 def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
-    from automaton_min.treasury.guard import Allowance, x402_limits
+    from automaton_min.treasury.guard import Allowance
+    from automaton_min.treasury.money_out import x402_limits
 
     payer = need(ctx, "payer")
     method = args.get("method", "GET")
@@ -233,7 +231,7 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolFailure("url: that is Conway's credit purchase; credits are bought with topup_credits, which buys "
                           "them for your own address")
     headers, body = _headers(args.get("headers")), _body(args.get("body"))
-    policy = treasury_policy(ctx)
+    policy = treasury_policy(ctx.config)
     cap_cents = int(policy["maxX402PaymentCents"])
     if "max_payment_cents" in args:
         cap_cents = min(cap_cents, args["max_payment_cents"])
@@ -249,7 +247,8 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
     if paid.intent is not None:
         intent = _current(ctx, paid.intent)
         tx = f", transaction {intent.tx_hash}" if intent.tx_hash else ""
-        lines.append(f"paid {format_usdc(intent.amount_atomic)} USDC to {intent.payee} (payment {intent.id}, {intent.status}{tx})")
+        lines.append(f"paid {format_usdc(intent.amount_atomic)} USDC to {intent.payee} "
+                     f"(payment {intent.id}, {intent.status}{tx})")
     text = response.body.decode("utf-8", "replace")
     if len(text) > MAX_BODY_CHARS:
         text = text[:MAX_BODY_CHARS] + f"\n[body truncated: {len(text) - MAX_BODY_CHARS} more characters]"
@@ -286,14 +285,17 @@ def _current(ctx: ToolContext, intent: Any) -> Any:
 
 X402_FETCH = Tool(ToolSpec(
     "x402_fetch",
-    "Fetch a URL; if it asks for an x402 payment, pay it in USDC within your treasury limits (allowed domains, per-payment cap).",
+    "Fetch a URL; if it asks for an x402 payment, pay it in USDC within your treasury limits (allowed domains, "
+    "per-payment cap).",
     object_schema({
         "url": {"type": "string", "maxLength": 4096, "pattern": r"^https?://[^\s/]+\S*$", "description": "http(s) URL"},
         "method": {"type": "string", "enum": list(HTTP_METHODS), "description": "HTTP method (default GET)"},
         "body": {"type": "string", "maxLength": 100_000, "description": "JSON request body, as text"},
-        "headers": {"type": ["object", "string"], "description": "Extra headers: an object (or JSON text) of names to values"},
+        "headers": {"type": ["object", "string"],
+                    "description": "Extra headers: an object (or JSON text) of names to values"},
         "max_payment_cents": {"type": "integer", "minimum": 1, "maximum": 10**9,
-                              "description": "Pay at most this much (never more than the treasury's maxX402PaymentCents)"},
+                              "description": "Pay at most this much (never more than the treasury's "
+                                             "maxX402PaymentCents)"},
     }, ["url"]),
     "financial", risk="dangerous", mutating=True,
 ), run_x402_fetch)
