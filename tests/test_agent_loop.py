@@ -308,3 +308,45 @@ def test_a_call_with_a_number_beyond_64_bits_is_refused_before_any_tool_runs(age
     [(error,)] = agent.db.query("SELECT error FROM tool_calls")
     assert "beyond 64 bits" in error
     assert agent.db.query("SELECT COUNT(*) FROM failed_turns")[0][0] == 0
+
+
+def test_a_weekday_name_in_a_cron_passes_the_tool_the_policy_and_the_scheduler(agent_for, model, clock, home) -> None:
+    """``0 9 * * MON``: the agent's own modify_heartbeat call is allowed and stored, and the scheduler runs the task
+    at the next Monday 09:00 (one parser, automaton_min/cron.py)."""
+    import threading
+    from dataclasses import replace
+
+    from automaton_min.config import config_from
+    from automaton_min.heartbeat import schedule as sched
+    from automaton_min.heartbeat.control import HeartbeatControl
+    from automaton_min.heartbeat.scheduler import Scheduler
+    from automaton_min.heartbeat.task_api import TaskContext, TaskResult
+    from automaton_min.runtime.wake import WakeBus
+
+    agent = agent_for()
+    ran = []
+
+    def health_check(ctx: TaskContext) -> TaskResult:
+        ran.append(clock())
+        return TaskResult("ok")
+
+    def context(worker_db, stop):
+        return TaskContext(db=worker_db, config=config_from({}), home=home, now=clock, tier="normal",
+                           wallet_address="0x" + "1" * 40, stop=stop)
+
+    scheduler = Scheduler(home, config_from({}), home.default_db_path, {"health_check": health_check}, context,
+                          WakeBus(threading.Event()), now=clock, tier_of=lambda _db: "normal")
+    scheduler.prepare(agent.db)
+    agent.loop.services = replace(agent.loop.services, heartbeat=HeartbeatControl(agent.db, now=clock))
+    change = {"action": "update", "name": "health_check", "schedule": "0 9 * * MON"}
+    model.script(openai_answer(None, [("call_0", "modify_heartbeat", json.dumps(change))]), openai_answer("done"))
+    agent.loop.run_cycle("test")
+    assert agent.db.query("SELECT error FROM tool_calls WHERE name = 'modify_heartbeat'") == [(None,)]
+    assert agent.db.query("SELECT decision FROM policy_decisions WHERE tool_name = 'modify_heartbeat'") == [("allow",)]
+    assert sched.read_row(agent.db, "health_check").cron_expression == "0 9 * * MON"
+    scheduler.run_due(agent.db, clock())  # never run: once now (a Sunday), then by its cron
+    clock.ms = from_iso("2026-11-23T08:59:59.000Z")
+    scheduler.run_due(agent.db, clock())
+    clock.ms = from_iso("2026-11-23T09:00:00.000Z")
+    scheduler.run_due(agent.db, clock())
+    assert len(ran) == 2 and ran[1] == clock()

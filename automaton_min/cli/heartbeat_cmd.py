@@ -31,7 +31,7 @@ def command() -> None:
 def list_tasks(ctx: click.Context, as_json: bool) -> None:
     """Every task: cron, enabled, lowest tier, last run and result, next run."""
     from automaton_min.clock import system_now, to_iso
-    from automaton_min.heartbeat.cron import CronError, next_after, timezone_named
+    from automaton_min.cron import CronError, next_after, timezone_named
     from automaton_min.heartbeat.schedule import read_schedule
 
     _, config, db = _open(ctx)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from automaton_min.clock import Clock, system_now
+from automaton_min.cron import parse
 from automaton_min.errors import UserError
 from automaton_min.heartbeat import schedule as sched
-from automaton_min.heartbeat.cron import validate
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -79,8 +79,8 @@ class HeartbeatControl:
         """The tool's add / update / remove; returns a sentence for the model."""
         if task is not None and task != name:
             raise UserError(f"each task has one entry named after it: use name {task!r}")
-        if schedule is not None and (problem := validate(schedule)):
-            raise UserError(problem)
+        if schedule is not None:
+            parse(schedule)  # a CronError (a UserError) names the field
         now_ms = self.now()
         if action == "add":
             if name not in self.known:

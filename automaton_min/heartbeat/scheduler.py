@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from automaton_min.clock import Clock, system_now
+from automaton_min.cron import CronError, next_after, timezone_named
 from automaton_min.heartbeat import schedule as sched
-from automaton_min.heartbeat.cron import CronError, next_after, timezone_named
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.ids import new_ulid
 from automaton_min.log import get_logger

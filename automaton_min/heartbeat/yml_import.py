@@ -22,7 +22,7 @@ import re
 from typing import TYPE_CHECKING, Iterable
 
 from automaton_min.clock import to_iso
-from automaton_min.heartbeat.cron import validate
+from automaton_min.cron import validate
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, set_value

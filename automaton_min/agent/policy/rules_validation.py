@@ -18,6 +18,7 @@ from automaton_min.agent.policy.engine import (
     tools,
 )
 from automaton_min.chain.address import is_address
+from automaton_min.cron import CronError, parse
 
 VALIDATION_FAILED = "VALIDATION_FAILED"
 PRIORITY = 100
@@ -25,9 +26,6 @@ PRIORITY = 100
 PACKAGE_NAME = re.compile(r"[@a-zA-Z0-9._/-]+")
 SKILL_NAME = re.compile(r"[a-zA-Z0-9-]+")
 GIT_HASH = re.compile(r"[a-f0-9]{7,40}")
-# Cron fields: minute, hour, day of month, month, day of week (0 and 7 are Sunday).
-CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_CRON_ITEM = re.compile(r"(\*|\d+(?:-\d+)?)(?:/(\d+))?")
 
 # Which argument of which tool must be an EVM address, and whether it is required.
 ADDRESS_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
@@ -46,27 +44,6 @@ AMOUNT_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
 
 def is_whole_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def cron_problem(expression: Any) -> str | None:
-    """Why ``expression`` is not a 5-field numeric cron expression, or ``None``."""
-    if not isinstance(expression, str):
-        return "the schedule must be text"
-    fields = expression.split()
-    if len(fields) != 5:
-        return f"a cron expression has 5 fields (minute hour day month weekday), not {len(fields)}"
-    for text, (low, high), name in zip(fields, CRON_RANGES, ("minute", "hour", "day", "month", "weekday"), strict=True):
-        for item in text.split(","):
-            match = _CRON_ITEM.fullmatch(item)
-            if not match:
-                return f"{name} field {text!r} is not a number, range, list, step or *"
-            if match.group(2) is not None and int(match.group(2)) == 0:
-                return f"{name} field {text!r} has a step of 0"
-            if match.group(1) != "*":
-                bounds = [int(n) for n in match.group(1).split("-")]
-                if any(n < low or n > high for n in bounds) or bounds != sorted(bounds):
-                    return f"{name} field {text!r} is outside {low}-{high}"
-    return None
 
 
 def _address_format(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
@@ -100,8 +77,11 @@ def _cron_expression(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     schedule = request.arguments.get("schedule")
     if schedule is None:
         return None  # removing an entry, or keeping its schedule
-    problem = cron_problem(schedule)
-    return deny(VALIDATION_FAILED, problem) if problem else None
+    try:
+        parse(schedule)  # the scheduler's own parser (automaton_min/cron.py)
+    except CronError as exc:
+        return deny(VALIDATION_FAILED, str(exc))
+    return None
 
 
 def _pattern_rule(field_names: tuple[str, ...], pattern: re.Pattern[str], what: str):

@@ -24,7 +24,6 @@ from automaton_min.store.kv import set_value
 
 SOUL_PREVIOUS_KEY = "soul_previous"
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
-CRON = r"^\s*[0-9*,/-]+(\s+[0-9*,/-]+){4}\s*$"
 
 
 # --------------------------------------------------------------------------- soul
@@ -132,7 +131,8 @@ MODIFY_HEARTBEAT = Tool(ToolSpec(
     object_schema({
         "action": {"type": "string", "enum": ["add", "update", "remove"], "description": "add, update or remove"},
         "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Entry name"},
-        "schedule": {"type": "string", "maxLength": 100, "pattern": CRON, "description": "5-field cron expression (add/update)"},
+        "schedule": {"type": "string", "maxLength": 100,
+                     "description": "5-field cron expression, such as 0 9 * * MON (add/update)"},
         "task": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Task to run (add/update; default: the name)"},
         "enabled": {"type": "boolean", "description": "Enable or disable the entry"},
     }, ["action", "name"]),

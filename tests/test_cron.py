@@ -1,4 +1,4 @@
-"""The heartbeat's cron evaluator, checked against croniter (a dev-only oracle) and by hand."""
+"""The one cron parser (automaton_min/cron.py), checked against croniter (a dev-only oracle) and by hand."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from automaton_min.clock import from_iso, to_iso
-from automaton_min.heartbeat.cron import CronError, next_after, parse, timezone_named
+from automaton_min.cron import CronError, next_after, parse, timezone_named
 
 croniter = pytest.importorskip("croniter").croniter
 

@@ -1,4 +1,7 @@
-"""A small 5-field cron evaluator: ``minute hour day-of-month month day-of-week``.
+"""The one cron parser and evaluator: ``minute hour day-of-month month day-of-week``.
+
+The heartbeat's scheduler, the policy (``validate.cron_expression``) and schedule changes (``modify_heartbeat``,
+``heartbeat.yml``) all read expressions with ``parse``, so what one accepts the others accept.
 
 Each field takes ``*``, a number, a range ``a-b``, a step ``*/n``, ``a-b/n`` or
 ``a/n`` (from ``a`` to the field's end), and comma lists of these. Months also take
@@ -56,7 +59,7 @@ def _value(text: str, index: int) -> int:
     upper = text.upper()
     if upper in names:
         return names[upper]
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise CronError(f"{FIELDS[index]} field: {text!r} is not a number")
     value = int(text)
     low, high = BOUNDS[index]
@@ -74,7 +77,7 @@ def _field(text: str, index: int) -> frozenset[int]:
         base, slash, step_text = item.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not (step_text.isascii() and step_text.isdigit()) or int(step_text) == 0:
                 raise CronError(f"{FIELDS[index]} field {text!r}: the step must be a whole number above 0")
             step = int(step_text)
         if base == "*":
@@ -94,11 +97,15 @@ def _field(text: str, index: int) -> frozenset[int]:
     return frozenset(values)
 
 
-@lru_cache(maxsize=256)
-def parse(expr: str) -> CronSpec:
-    """Parse ``expr``; a ``CronError`` names the field that is wrong."""
+def parse(expr: object) -> CronSpec:
+    """Parse ``expr`` or raise ``CronError`` naming the field that is wrong."""
     if not isinstance(expr, str):
         raise CronError("a cron expression must be text")
+    return _parse(expr)
+
+
+@lru_cache(maxsize=256)
+def _parse(expr: str) -> CronSpec:
     parts = expr.split()
     if len(parts) != 5:
         raise CronError(f"a cron expression has 5 fields (minute hour day-of-month month day-of-week), "
@@ -111,7 +118,7 @@ def parse(expr: str) -> CronSpec:
     return spec
 
 
-def validate(expr: str) -> str | None:
+def validate(expr: object) -> str | None:
     """Why ``expr`` is not a valid expression, or None."""
     try:
         parse(expr)
