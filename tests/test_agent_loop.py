@@ -321,7 +321,7 @@ def test_a_weekday_name_in_a_cron_passes_the_tool_the_policy_and_the_scheduler(a
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.heartbeat.scheduler import Scheduler
     from automaton_min.heartbeat.task_api import TaskContext, TaskResult
-    from automaton_min.runtime.wake import WakeBus
+    from automaton_min.store.wake import WakeBus
 
     agent = agent_for()
     ran = []
@@ -337,13 +337,15 @@ def test_a_weekday_name_in_a_cron_passes_the_tool_the_policy_and_the_scheduler(a
     scheduler = Scheduler(home, config_from({}), home.default_db_path, {"health_check": health_check}, context,
                           WakeBus(threading.Event()), now=clock, tier_of=lambda _db: "normal")
     scheduler.prepare(agent.db)
-    agent.loop.services = replace(agent.loop.services, heartbeat=HeartbeatControl(agent.db, now=clock))
+    changed = threading.Event()  # what build_agent wires for `run` (schedule_changed)
+    control = HeartbeatControl(agent.db, now=clock, poke=changed.set)
+    agent.loop.services = replace(agent.loop.services, heartbeat=control)
     change = {"action": "update", "name": "health_check", "schedule": "0 9 * * MON"}
     model.script(openai_answer(None, [("call_0", "modify_heartbeat", json.dumps(change))]), openai_answer("done"))
     agent.loop.run_cycle("test")
     assert agent.db.query("SELECT error FROM tool_calls WHERE name = 'modify_heartbeat'") == [(None,)]
     assert agent.db.query("SELECT decision FROM policy_decisions WHERE tool_name = 'modify_heartbeat'") == [("allow",)]
-    assert sched.read_row(agent.db, "health_check").cron_expression == "0 9 * * MON"
+    assert sched.read_row(agent.db, "health_check").cron_expression == "0 9 * * MON" and changed.is_set()
     scheduler.run_due(agent.db, clock())  # never run: once now (a Sunday), then by its cron
     clock.ms = from_iso("2026-11-23T08:59:59.000Z")
     scheduler.run_due(agent.db, clock())

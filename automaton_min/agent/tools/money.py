@@ -2,7 +2,7 @@
 
 Money leaves only through the guarded paths: ``money_out.transfer_credits`` (every treasury rule, the spend
 recorded before the call), ``Payer.fetch`` under ``x402_limits`` (guard, durable intent, one paid request) and
-``conway.topup.topup`` (exact tier, Conway only). A refusal is an error result in the tool's words; an unreadable
+``treasury.topup.topup`` (exact tier, Conway only). A refusal is an error result in the tool's words; an unreadable
 balance is "unknown", never zero.
 """
 
