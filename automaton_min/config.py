@@ -23,6 +23,7 @@ from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
 from automaton_min.net.url import UnreadableUrl, read_url
 
+# Merged under the file once, at load; treasury/money_out.py reads the result (treasury_policy).
 DEFAULT_TREASURY_POLICY: dict[str, Any] = {
     "maxSingleTransferCents": 5000,
     "maxHourlyTransferCents": 10000,
@@ -229,7 +230,8 @@ RULES: dict[str, Rule] = {
     "dbPath": _text(4096, required=True),
     "skillsDir": _text(4096, required=True),
     "version": _text(100),
-    **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY if k not in ("x402AllowedDomains", "knownPayees")},
+    **{f"treasuryPolicy.{k}": _CENTS for k in DEFAULT_TREASURY_POLICY
+       if k not in ("x402AllowedDomains", "knownPayees")},
     "treasuryPolicy.x402AllowedDomains": _domains,
     "treasuryPolicy.knownPayees": _addresses,
     "treasuryPolicy.x402MaxValiditySeconds": _integer(10, 86_400),

@@ -161,7 +161,8 @@ def next_after(expr: str | CronSpec, instant_ms: int, tz: tzinfo = timezone.utc)
         if ms is not None and ms > instant_ms:
             return ms
         t += timedelta(minutes=1)
-    raise CronError(f"{expr if isinstance(expr, str) else 'the expression'} has no time in the next {SEARCH_YEARS} years")
+    shown = expr if isinstance(expr, str) else "the expression"
+    raise CronError(f"{shown} has no time in the next {SEARCH_YEARS} years")
 
 
 def timezone_named(name: str | None) -> tzinfo:

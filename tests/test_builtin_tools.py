@@ -181,7 +181,7 @@ def test_the_loop_state_is_a_loop_control() -> None:
     ("switch_model", {}, "model_id: missing (required)"),
     ("update_genesis_prompt", {"new_prompt": "x" * 2001, "reason": "r"}, "new_prompt: expected at most 2000 characters"),
     ("update_soul", {"content": "x" * 5001}, "content: expected at most 5000 characters"),
-    ("modify_heartbeat", {"action": "add", "name": "x", "schedule": "every hour"}, "schedule: does not match the pattern"),
+    ("modify_heartbeat", {"action": "rename", "name": "x"}, "action: expected one of"),
     ("send_message", {"to_address": FRIEND, "content": ""}, "content: expected at least 1 characters"),
 ])
 def test_bad_arguments_are_a_readable_error_and_nothing_runs(make_ctx, loop, name, args, problem) -> None:

@@ -215,6 +215,8 @@ def test_modify_heartbeat_tool_changes_the_schedule_and_pokes(db, home, clock):
     assert not sched.read_row(db, "retention").enabled
     with pytest.raises(ToolFailure, match="hour field"):
         run_modify_heartbeat(ctx, {"action": "update", "name": "health_check", "schedule": "0 25 * * *"})
+    with pytest.raises(ToolFailure, match="5 fields"):  # cron.py is the one check: the schema takes any text
+        run_modify_heartbeat(ctx, {"action": "update", "name": "health_check", "schedule": "every hour"})
     with pytest.raises(ToolFailure, match="unknown task"):
         run_modify_heartbeat(ctx, {"action": "add", "name": "mine_bitcoin", "schedule": "* * * * *"})
     db.execute("DELETE FROM heartbeat_schedule WHERE task_name = 'refresh_models'")

@@ -321,7 +321,8 @@ CRASHING_PAYER = textwrap.dedent("""
     from automaton_min.chain.wallet import load_wallet
     from automaton_min.net.http import request
     from automaton_min.store.db import open_database
-    from automaton_min.treasury.guard import Allowance, Limits
+    from automaton_min.treasury.guard import Allowance
+    from automaton_min.treasury.money_out import Limits
     from automaton_min.treasury.payer import Payer
     home, url, now_ms = sys.argv[1], sys.argv[2], int(sys.argv[3])
     calls = []

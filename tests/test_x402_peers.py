@@ -17,7 +17,8 @@ from automaton_min.chain.x402 import V1_PAYMENT_HEADER, decode_base64_json
 from automaton_min.treasury.topup import bootstrap_topup
 from automaton_min.home import Home
 from automaton_min.store.db import open_database
-from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused
+from automaton_min.treasury.guard import Allowance, PaymentRefused
+from automaton_min.treasury.money_out import Limits
 from automaton_min.treasury.ledger import get_intent, record_intent
 from automaton_min.treasury.payer import Payer, reconcile_open_intents
 from conftest import FixedClock

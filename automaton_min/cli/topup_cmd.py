@@ -18,7 +18,8 @@ def command(ctx: click.Context, usd: str, as_json: bool) -> None:
     with json_errors(as_json):
         result = buy_credits(home_of(ctx), load_config_for(ctx), int(usd), progress=terminal_progress(as_json))
     if as_json:
-        emit_json({"usd": result.usd, "creditsCentsAdded": result.credits_cents_added, "intent": result.intent_id, "transaction": result.tx_hash})
+        emit_json({"usd": result.usd, "creditsCentsAdded": result.credits_cents_added, "intent": result.intent_id,
+                   "transaction": result.tx_hash})
         return
     emit_rows([("bought", f"${result.usd} of credits"), ("credits added", f"{result.credits_cents_added} cents"),
                ("intent", result.intent_id), ("transaction", result.tx_hash)])

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 
-def ensure_schedule(db: "Database", home: "Home", config: "Config", now_ms: int, *, defaults: Iterable[sched.TaskDefault] | None = None,
+def ensure_schedule(db: "Database", home: "Home", config: "Config", now_ms: int, *,
+                    defaults: Iterable[sched.TaskDefault] | None = None,
                     known: Iterable[str] = ()) -> list[str]:
     """Import heartbeat.yml once, then insert the default rows that are missing; returns the rows added."""
     from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE, KNOWN_TASKS
@@ -69,7 +70,8 @@ class HeartbeatControl:
         """Make ``name`` due now (the daemon runs it at its next pass); refuses a disabled task."""
         row = self.row(name)
         if not row.enabled:
-            raise UserError(f"heartbeat task {name!r} is disabled; enable it first: automaton-min heartbeat enable {name}")
+            raise UserError(f"heartbeat task {name!r} is disabled; enable it first: "
+                            f"automaton-min heartbeat enable {name}")
         sched.request_run(self.db, name, self.now())
         self._changed()
         return row
@@ -92,8 +94,9 @@ class HeartbeatControl:
             from automaton_min.heartbeat.tasks import DEFAULT_SCHEDULE
 
             default = next((d for d in DEFAULT_SCHEDULE if d.name == name), sched.TaskDefault(name, schedule))
-            sched.seed(self.db, [sched.TaskDefault(name, schedule, default.tier_minimum, default.timeout_ms,
-                                                   default.max_retries, default.priority, enabled is not False)], now_ms)
+            row = sched.TaskDefault(name, schedule, default.tier_minimum, default.timeout_ms, default.max_retries,
+                                    default.priority, enabled is not False)
+            sched.seed(self.db, [row], now_ms)
             done = f"added {name} ({schedule})"
         elif action == "update":
             self.row(name)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 OPEN = ("pending", "unknown")
 
-_COLUMNS = "id, nonce, purpose, resource, network, asset, payer, payee, amount_atomic, amount_cents, valid_after, valid_before, status, detail, tx_hash, created_at"
+_COLUMNS = ("id, nonce, purpose, resource, network, asset, payer, payee, amount_atomic, amount_cents, valid_after, "
+            "valid_before, status, detail, tx_hash, created_at")
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def record_intent(
     stamp = to_iso(now_ms)
     intent_id = new_ulid(now_ms)
     db.execute(
-        f"INSERT INTO payment_intents ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', NULL, ?, ?)",
+        f"INSERT INTO payment_intents ({_COLUMNS}, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', NULL, ?, ?)",
         (intent_id, "0x" + authorization.nonce.hex(), purpose, resource, network, asset, authorization.sender,
          authorization.recipient, str(authorization.value), amount_cents, authorization.valid_after,
          authorization.valid_before, stamp, stamp),
@@ -75,10 +77,12 @@ def get_intent(db: "Database", intent_id: str) -> Intent:
     return Intent.from_row(row)
 
 
-def set_outcome(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "", tx_hash: str | None = None) -> None:
+def set_outcome(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "",
+                tx_hash: str | None = None) -> None:
     """Record what became of an intent. Call it inside ``db.transaction(durable=True)``."""
     db.execute(
-        "UPDATE payment_intents SET status = ?, detail = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id = ?",
+        "UPDATE payment_intents SET status = ?, detail = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ?"
+        " WHERE id = ?",
         (status, detail[:500], tx_hash, to_iso(now_ms), intent_id),
     )
 
@@ -86,7 +90,8 @@ def set_outcome(db: "Database", intent_id: str, status: str, now_ms: int, detail
 def blocking_intents(db: "Database", purpose: str, resource: str, now_s: int) -> list[Intent]:
     """Open intents for this purpose and resource whose authorization could still be settled."""
     rows = db.query(
-        f"SELECT {_COLUMNS} FROM payment_intents WHERE purpose = ? AND resource = ? AND status IN {OPEN} AND valid_before > ?",
+        f"SELECT {_COLUMNS} FROM payment_intents WHERE purpose = ? AND resource = ? AND status IN {OPEN}"
+        " AND valid_before > ?",
         (purpose, resource, now_s),
     )
     return [Intent.from_row(row) for row in rows]

@@ -28,12 +28,14 @@ from automaton_min.chain.x402 import (
     settlement,
 )
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
+from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import AutomatonError
 from automaton_min.net.http import NetworkError, Response, request
 from automaton_min.log import get_logger
 from automaton_min.crashpoint import crash_point
-from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, cents_of, check_payment
+from automaton_min.treasury.guard import Allowance, PaymentRefused, cents_of, check_payment
 from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
+from automaton_min.treasury.money_out import Limits
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
@@ -43,8 +45,8 @@ if TYPE_CHECKING:
 # What each purpose is recorded as in spend_tracking: (category, tool name).
 SPEND_KIND = {"x402": ("x402", "x402_fetch"), "topup": ("other", "topup_credits")}
 CLOCK_SKEW_S = 600  # validAfter well in the past: chains simulate at the latest block, which may lag
-DEFAULT_MAX_VALIDITY_S = 300
-DEFAULT_HOST_COOLDOWN_MS = 3_600_000
+DEFAULT_MAX_VALIDITY_S = DEFAULT_TREASURY_POLICY["x402MaxValiditySeconds"]
+DEFAULT_HOST_COOLDOWN_MS = DEFAULT_TREASURY_POLICY["x402HostCooldownMs"]
 MIN_PAID_WINDOW_S = 5.0  # with a deadline: time the paid request must have left, or nothing is signed
 # + host; KV value: the ISO time until which the host is not paid. Each purpose has its own, so a paid fetch the
 # model chose cannot stop the top-ups the agent lives on.
@@ -129,14 +131,16 @@ class Payer:
             requirement, allowance, limits, url=url,
             spent_last_hour_cents=self.spend.spent(category, HOUR_MS),
             spent_last_day_cents=self.spend.spent(category, DAY_MS),
-            balance=balance if balance is not None else (self.balance_of(self.wallet.address) if self.balance_of else None),
+            balance=balance if balance is not None else (
+                self.balance_of(self.wallet.address) if self.balance_of else None),
         )
         now_s = now_ms // 1000
         host = read_url(url).host
         until = cooldown_until(self.db, purpose, host)
         if until is not None and until > now_ms:
             raise PaymentRefused(
-                "cooldown", f"{host} took a signed payment without delivering; not paying it again until {to_iso(until)}")
+                "cooldown",
+                f"{host} took a signed payment without delivering; not paying it again until {to_iso(until)}")
         earlier = blocking_intents(self.db, purpose, url, now_s)
         if earlier:
             raise PaymentRefused(
@@ -146,7 +150,8 @@ class Payer:
             )
 
         if self.deadline is not None and self.deadline - time.monotonic() < MIN_PAID_WINDOW_S:
-            raise PaymentRefused("deadline", "too little of the allowed time is left to send a paid request; nothing was signed")
+            raise PaymentRefused("deadline",
+                                 "too little of the allowed time is left to send a paid request; nothing was signed")
 
         authorization = TransferAuthorization(
             sender=self.wallet.address,
@@ -222,12 +227,13 @@ def cooldown_until(db: "Database", purpose: str, host: str) -> int | None:
 
 
 def payer_options(policy: Mapping[str, Any]) -> dict[str, int]:
-    """The ``Payer`` settings the treasury policy holds (validity cap, host cool-down)."""
-    return {"max_validity_s": int(policy.get("x402MaxValiditySeconds", DEFAULT_MAX_VALIDITY_S)),
-            "host_cooldown_ms": int(policy.get("x402HostCooldownMs", DEFAULT_HOST_COOLDOWN_MS))}
+    """The ``Payer`` settings the treasury policy (as loaded, defaults merged) holds: validity cap, host cool-down."""
+    return {"max_validity_s": int(policy["x402MaxValiditySeconds"]),
+            "host_cooldown_ms": int(policy["x402HostCooldownMs"])}
 
 
-def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "", tx_hash: str | None = None) -> None:
+def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: str = "",
+            tx_hash: str | None = None) -> None:
     """Record an intent's outcome, synced; a payment that never happened leaves the spend record too."""
     with db.transaction(durable=True):
         set_outcome(db, intent_id, status, now_ms, detail, tx_hash)
@@ -235,7 +241,8 @@ def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: st
             SpendTracker(db).forget(intent_id)
 
 
-def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool], now: Clock = system_now) -> list[tuple[str, str]]:
+def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool],
+                           now: Clock = system_now) -> list[tuple[str, str]]:
     """Resolve open intents from the chain: used nonces settled, unused ones past their window expired.
 
     ``used(intent)`` asks the token contract (``authorizationState``). An unused

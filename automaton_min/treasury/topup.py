@@ -49,7 +49,8 @@ def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE, *,
     """Buy ``usd`` dollars of credits for the payer's own address; ``progress`` hears of each slow step."""
     say = progress or (lambda _text: None)
     if usd not in TOPUP_TIERS_USD:
-        raise UserError(f"top-up amount ${usd} is not a tier; choose one of {', '.join(f'${t}' for t in TOPUP_TIERS_USD)}")
+        tiers = ", ".join(f"${t}" for t in TOPUP_TIERS_USD)
+        raise UserError(f"top-up amount ${usd} is not a tier; choose one of {tiers}")
     amount = usd * ATOMIC_PER_USDC
     say("reading the wallet's USDC balance ...")
     balance = payer.balance_of(payer.wallet.address) if payer.balance_of is not None else None
@@ -60,9 +61,11 @@ def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE, *,
     allowance = Allowance(max_amount=amount, asset=network.usdc, network=network.caip2, exact_amount=True)
     paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup", balance=balance)
     if not paid.response.ok:
-        raise TopupFailed(f"top-up of ${usd} failed: {url} answered {paid.response.status}: {snippet(paid.response.body)}")
+        raise TopupFailed(f"top-up of ${usd} failed: {url} answered {paid.response.status}: "
+                          f"{snippet(paid.response.body)}")
     if paid.intent is None:
-        raise TopupFailed(f"top-up of ${usd}: {url} answered {paid.response.status} without asking for payment; nothing was paid")
+        raise TopupFailed(f"top-up of ${usd}: {url} answered {paid.response.status} without asking for payment; "
+                          "nothing was paid")
 
     added = usd * 100
     try:
@@ -83,7 +86,8 @@ def _record_transaction(db: "Database", usd: int, cents: int, intent_id: str, tx
     description = f"credit top-up ${usd} via x402 (intent {intent_id}{', tx ' + tx_hash if tx_hash else ''})"
     with db.transaction():
         db.execute(
-            "INSERT INTO transactions (id, type, amount_cents, balance_after_cents, description, created_at) VALUES (?, 'topup', ?, NULL, ?, ?)",
+            "INSERT INTO transactions (id, type, amount_cents, balance_after_cents, description, created_at)"
+            " VALUES (?, 'topup', ?, NULL, ?, ?)",
             (new_ulid(now_ms), cents, description, to_iso(now_ms)),
         )
 

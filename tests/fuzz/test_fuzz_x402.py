@@ -23,7 +23,8 @@ from automaton_min.chain.x402 import PaymentFormatError, PaymentRequired, decode
 from automaton_min.home import Home
 from automaton_min.net.http import Response
 from automaton_min.net.url import UnreadableUrl
-from automaton_min.treasury.guard import Allowance, Limits, PaymentRefused, check_payment
+from automaton_min.treasury.guard import Allowance, PaymentRefused, check_payment
+from automaton_min.treasury.money_out import Limits
 from automaton_min.treasury.payer import Payer
 from test_fuzz_urls import client_host, urls
 

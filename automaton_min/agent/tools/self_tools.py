@@ -56,7 +56,8 @@ def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
         return "SOUL.md already says exactly that; nothing changed."
     now_ms = ctx.now()
     if previous is not None:
-        set_value(ctx.db, SOUL_PREVIOUS_KEY, orjson.dumps({"content": previous, "replacedAt": to_iso(now_ms), "reason": reason}).decode(), now_ms)
+        kept = {"content": previous, "replacedAt": to_iso(now_ms), "reason": reason}
+        set_value(ctx.db, SOUL_PREVIOUS_KEY, orjson.dumps(kept).decode(), now_ms)
     try:
         atomic_write(home.soul_path, content.encode("utf-8"), 0o600)
     except OSError as exc:
@@ -71,9 +72,11 @@ VIEW_SOUL = Tool(ToolSpec(
 ), run_view_soul)
 
 UPDATE_SOUL = Tool(ToolSpec(
-    "update_soul", f"Rewrite your SOUL.md (the whole document, at most {SOUL_LIMIT} characters); the previous version is kept.",
+    "update_soul",
+    f"Rewrite your SOUL.md (the whole document, at most {SOUL_LIMIT} characters); the previous version is kept.",
     object_schema({
-        "content": {"type": "string", "minLength": 1, "maxLength": SOUL_LIMIT, "description": "The whole new SOUL.md (markdown)"},
+        "content": {"type": "string", "minLength": 1, "maxLength": SOUL_LIMIT,
+                    "description": "The whole new SOUL.md (markdown)"},
         "reason": {"type": "string", "maxLength": 500, "description": "Why you are changing it"},
     }, ["content"]),
     "self_mod", risk="caution", mutating=True,
@@ -89,10 +92,12 @@ def run_update_genesis_prompt(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not new_prompt:
         raise ToolFailure("new_prompt: your purpose cannot be empty")
     if ctx.authority == "external":
-        raise ToolFailure("your purpose is not changed at the request of others; only you or your creator can change it")
+        raise ToolFailure("your purpose is not changed at the request of others; only you or your creator can "
+                          "change it")
     soul_config = setting(ctx, "soulConfig") or {}
     if soul_config.get("requireCreatorApprovalForPurposeChange") and ctx.authority != "creator":
-        raise ToolFailure("changing your purpose needs your creator's approval (soulConfig.requireCreatorApprovalForPurposeChange)")
+        raise ToolFailure("changing your purpose needs your creator's approval "
+                          "(soulConfig.requireCreatorApprovalForPurposeChange)")
     old = setting(ctx, "genesisPrompt") or ""
     if old == new_prompt:
         return "Your genesis prompt already says exactly that; nothing changed."
@@ -105,16 +110,18 @@ def run_update_genesis_prompt(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 UPDATE_GENESIS_PROMPT = Tool(ToolSpec(
-    "update_genesis_prompt", f"Replace your genesis prompt, your core purpose (at most {GENESIS_LIMIT} characters). Needs a strong reason.",
+    "update_genesis_prompt",
+    f"Replace your genesis prompt, your core purpose (at most {GENESIS_LIMIT} characters). Needs a strong reason.",
     object_schema({
-        "new_prompt": {"type": "string", "minLength": 1, "maxLength": GENESIS_LIMIT, "description": "The new genesis prompt"},
+        "new_prompt": {"type": "string", "minLength": 1, "maxLength": GENESIS_LIMIT,
+                       "description": "The new genesis prompt"},
         "reason": {"type": "string", "minLength": 1, "maxLength": 500, "description": "Why your purpose should change"},
     }, ["new_prompt", "reason"]),
     "self_mod", risk="dangerous", mutating=True,
 ), run_update_genesis_prompt)
 
 
-# --------------------------------------------------------------------------- heartbeat (the scheduler comes with the heartbeat issue)
+# --------------------------------------------------------------------------- heartbeat
 
 
 def run_modify_heartbeat(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -130,10 +137,12 @@ MODIFY_HEARTBEAT = Tool(ToolSpec(
     "modify_heartbeat", "Add, update or remove an entry of your heartbeat schedule (tasks that run while you sleep).",
     object_schema({
         "action": {"type": "string", "enum": ["add", "update", "remove"], "description": "add, update or remove"},
-        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Entry name"},
+        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$",
+                 "description": "Entry name"},
         "schedule": {"type": "string", "maxLength": 100,
                      "description": "5-field cron expression, such as 0 9 * * MON (add/update)"},
-        "task": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$", "description": "Task to run (add/update; default: the name)"},
+        "task": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9_.-]+$",
+                 "description": "Task to run (add/update; default: the name)"},
         "enabled": {"type": "boolean", "description": "Enable or disable the entry"},
     }, ["action", "name"]),
     "self_mod", risk="caution", mutating=True,
