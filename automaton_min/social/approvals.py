@@ -1,25 +1,13 @@
-"""Creator approvals: a credit transfer to an unknown payee (``treasury.payees``) or above
-``requireConfirmationAboveCents`` waits for the creator's signed word.
+"""Creator approvals: a transfer the policy quarantines (an unknown payee, or above
+``requireConfirmationAboveCents``) waits for the creator's signed ``approve <id>`` (README: Creator approvals).
 
-Lifecycle of a ``pending_approvals`` row::
+    pending --approve (verified, before expires_at)--> approved --claimed once--> releasing --> released | failed
+        +--reject--> rejected            +--expires_at passes--> expired
 
-    pending --creator's "approve <id>" (verified, before expires_at)--> approved --claimed once--> releasing
-        |                                                                   --> released | failed
-        +--creator's "reject <id>"--> rejected
-        +--expires_at passes--> expired
-
-* ``hold`` (called when the policy quarantines a transfer) stores the request with the policy's reason and tells
-  the agent its id; the agent reports it to the creator with ``send_message``. The same call asked again reuses
-  the pending request.
-* ``decide`` runs at intake, inside the transaction that stores the creator's message, and only for a message
-  whose relay signature was verified to be the creator's. One guarded UPDATE moves ``pending`` to ``approved``:
-  a second approval (a replay, a re-send) finds nothing pending and releases nothing.
-* ``release_approved`` runs after intake: each approved row is claimed (``releasing``) in its own UPDATE, then the
-  transfer goes through ``money_out.transfer_credits`` with every treasury rule (the approval stands in for a
-  known payee), at most once: a crash during the call leaves the row ``releasing``, never retried.
-
-The creator's command is the whole message text: ``approve <id>`` or ``reject <id>`` (ids look like
-``apr_01J...``), e.g. ``automaton-min send <agent address> "approve apr_01J..."`` from the creator's own agent.
+``decide`` runs inside intake's transaction, for a message verified as the creator's; one guarded UPDATE moves
+``pending`` to ``approved``, so a replay releases nothing. ``release_approved`` claims each approved row in its own
+UPDATE, then sends through ``money_out.transfer_credits`` (the approval stands in for a known payee) at most once:
+a crash during the call leaves the row ``releasing``, never retried.
 """
 
 from __future__ import annotations
