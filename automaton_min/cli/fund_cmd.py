@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from automaton_min.cli.common import emit_json, emit_rows, home_of, json_errors, load_config_for, terminal_progress
 from automaton_min.errors import RuntimeFailure, UserError
+
+if TYPE_CHECKING:
+    from automaton_min.treasury.money_out import Refusal
+    from automaton_min.treasury.payees import KnownPayees
 
 MAX_CENTS = 10**9  # the transfer_credits tool's own maximum
 _AMOUNT = re.compile(r"\$?(\d{1,9})(?:\.(\d{1,2}))?")
@@ -30,7 +34,7 @@ class TransferFailed(RuntimeFailure):
         self.problem, self.fix = problem, fix
 
 
-def _refused(refusal: Any, payees: Any, unread: str | None, api_url: str) -> TransferFailed:
+def _refused(refusal: "Refusal", payees: "KnownPayees", unread: str | None, api_url: str) -> TransferFailed:
     """``money_out``'s refusal in the owner's words, with what changes it."""
     from automaton_min.treasury import money_out as out
 
@@ -46,7 +50,8 @@ def _refused(refusal: Any, payees: Any, unread: str | None, api_url: str) -> Tra
                               f"nothing was sent; check that {api_url} answers, or set conwayApiUrl")
     if refusal.code == out.HALF_BALANCE:
         return TransferFailed(f"transfer refused: {_dollars(refusal.amount)} is more than half of the balance of "
-                              f"{_dollars(refusal.balance)} (the agent always keeps at least half)", "nothing was sent")
+                              f"{_dollars(refusal.balance or 0)} (the agent always keeps at least half)",
+                              "nothing was sent")
     if refusal.setting is None:
         return TransferFailed(f"transfer refused: {refusal.sentence()}", "nothing was sent")
     return TransferFailed(f"transfer refused: {refusal.setting}: {refusal.sentence()}", "nothing was sent; the limit "

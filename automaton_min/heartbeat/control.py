@@ -7,7 +7,7 @@ schedule has one row per task, named after it; only known tasks can be added.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from automaton_min.clock import Clock, system_now
 from automaton_min.cron import parse
@@ -30,13 +30,6 @@ def ensure_schedule(db: "Database", home: "Home", config: "Config", now_ms: int,
     defaults = tuple(DEFAULT_SCHEDULE if defaults is None else defaults)
     import_once(db, home, config, set(known) | set(KNOWN_TASKS) | {d.name for d in defaults}, now_ms, defaults)
     return sched.seed(db, defaults, now_ms)
-
-
-class HeartbeatService(Protocol):
-    """What the ``modify_heartbeat`` tool needs (ToolServices.heartbeat)."""
-
-    def modify(self, action: str, name: str, *, schedule: str | None = None, task: str | None = None,
-               enabled: bool | None = None) -> str: ...
 
 
 class HeartbeatControl:

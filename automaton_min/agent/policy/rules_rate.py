@@ -16,7 +16,7 @@ that cannot be counted is not a limit.
   hour (``RATE_LIMIT_TOOL``): a runaway loop stops before it does much.
 
 Transfers per turn (``maxTransfersPerTurn``) are counted from the turn's earlier
-calls by ``financial.transfer_limits``, through ``SpendTracker``.
+calls by ``financial.transfer_limits`` (the limit is ``treasury/money_out.py``'s).
 """
 
 from __future__ import annotations
