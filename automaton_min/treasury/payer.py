@@ -228,6 +228,7 @@ def cooldown_until(db: "Database", purpose: str, host: str) -> int | None:
 
 def payer_options(policy: Mapping[str, Any]) -> dict[str, int]:
     """The ``Payer`` settings the treasury policy (as loaded, defaults merged) holds: validity cap, host cool-down."""
+    policy = policy or DEFAULT_TREASURY_POLICY  # no treasury policy at all: the defaults
     return {"max_validity_s": int(policy["x402MaxValiditySeconds"]),
             "host_cooldown_ms": int(policy["x402HostCooldownMs"])}
 
