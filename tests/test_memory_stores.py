@@ -80,10 +80,12 @@ def test_working_memory_expires(db, clock) -> None:
     wm = WorkingMemory(db, clock)
     short = wm.add("s1", "temporary lease token", ttl_ms=60_000)
     keep = wm.add("s1", "permanent lease note")
+    other = wm.add("s2", "another session's lease", ttl_ms=3_600_000)
     assert {e.id for e in wm.session("s1")} == {short.id, keep.id}
+    assert [r.item.id for r in wm.search("lease", session_id="s2")] == [other.id]
     clock.advance(60_000)
     assert [e.id for e in wm.session("s1")] == [keep.id]
-    assert [r.item.id for r in wm.search("lease")] == [keep.id]
+    assert [r.item.id for r in wm.search("lease", session_id="s1")] == [keep.id]
     assert wm.clear_expired() == 1 and wm.get(short.id) is None
 
 

@@ -111,7 +111,7 @@ class MemoryStore:
                 live: bool = False) -> list[Any]:
         table = self.TABLE
         if live and table.live:
-            where, params = f"({where}) AND {table.live}", (*params, to_iso(self.now()))
+            where, params = f"({where}) AND ({table.live})", (*params, to_iso(self.now()))
         sql = f"SELECT {table.columns} FROM {table.name} t WHERE {where}" + (f" ORDER BY {order}" if order else "")
         if limit is not None:
             sql, params = sql + " LIMIT ?", (*params, limit)
