@@ -18,7 +18,7 @@ from automaton_min.inference.router import tools_text
 from automaton_min.inference.types import Message, ToolSchema
 from automaton_min.memory.compression import wake_reference
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
-from automaton_min.memory.semantic import SemanticMemory
+from automaton_min.memory.stores import SemanticMemory
 from automaton_min.memory.tokens import TokenCounter, count_tokens, estimate_tokens
 from automaton_min.store.wake import WakeEvent
 from automaton_min.store.turns import StoredToolCall, StoredTurn, count_turns, insert_turn, prune_turns, recent_turns

@@ -267,7 +267,7 @@ def test_check_usdc_balance_reads_the_chain_hourly_at_a_healthy_tier(db, home, c
 
 def test_retention_also_keeps_the_memory_stores_within_their_bounds(db, clock):
     """Memory tables grow too: the retention run drops expired working memory and trims every store to its bound."""
-    from automaton_min.memory.working import WorkingMemory
+    from automaton_min.memory.stores import WorkingMemory
 
     working = WorkingMemory(db, clock)
     working.add("s1", "a note that lasts a minute", ttl_ms=60_000)

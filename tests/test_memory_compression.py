@@ -12,7 +12,7 @@ from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
 from automaton_min.memory.compression import (FOLD_MARKER_KEY, HistoryFolder, compact, folded_through, reference_line,
                                               turn_reference, wake_reference)
-from automaton_min.memory.episodic import EpisodicMemory
+from automaton_min.memory.stores import SessionSummaries
 from automaton_min.memory.tokens import count_tokens
 from automaton_min.store.wake import WakeEvent
 from automaton_min.store.kv import get_value
@@ -59,11 +59,11 @@ def test_folding_without_a_model_keeps_references_and_moves_the_marker_once(db, 
     assert [t.id for t in recent_turns(db, 10, after=folded_through(db))] == ["T0004", "T0005"]
     summary = folder.summary()
     assert "id=T0000 | type=turn:exec" in summary and "id=T0003" in summary
-    stored = EpisodicMemory(db, clock).summary_of("agent")
+    stored = SessionSummaries(db, clock).get("agent")
     assert stored.turn_count == 4 and stored.total_tokens == result.original_tokens
     folder.fold(turns[4:], count=count_tokens)  # a second fold keeps the first one's text
     assert "id=T0000" in folder.summary() and "id=T0005" in folder.summary()
-    assert EpisodicMemory(db, clock).summary_of("agent").turn_count == 6
+    assert SessionSummaries(db, clock).get("agent").turn_count == 6
     assert get_value(db, FOLD_MARKER_KEY)
 
 

@@ -7,10 +7,8 @@ import json
 import pytest
 
 from automaton_min.memory.classify import classify_turn, is_significant
-from automaton_min.memory.episodic import EpisodicMemory
 from automaton_min.memory.ingest import ingest_turn
-from automaton_min.memory.relationships import RelationshipMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.stores import EpisodicMemory, RelationshipMemory, WorkingMemory
 from automaton_min.store import inbox
 from automaton_min.store.turns import StoredToolCall, StoredTurn
 from standins.model_servers import OpenAIServer, openai_answer

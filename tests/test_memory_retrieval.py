@@ -10,13 +10,10 @@ from pathlib import Path
 import pytest
 
 from automaton_min.clock import to_iso
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.procedural import ProceduralMemory
-from automaton_min.memory.relationships import RelationshipMemory
 from automaton_min.memory.retrieval import SECTION_TITLES, MemoryBudget, MemoryRetriever
-from automaton_min.memory.semantic import SemanticMemory
+from automaton_min.memory.stores import (EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
+                                         WorkingMemory)
 from automaton_min.memory.tokens import count_tokens, estimate_tokens
-from automaton_min.memory.working import WorkingMemory
 
 CORPUS = [e["text"] for e in json.loads((Path(__file__).parent / "data" / "token_corpus.json").read_text())]
 WORDS = sorted({w.lower() for text in CORPUS for w in re.findall(r"[A-Za-z]{4,12}", text)})

@@ -1,4 +1,4 @@
-"""The five memory stores on real SQLite files: CRUD and each store's rules, ranked full-text search among
+"""The memory stores on real SQLite files: CRUD and each store's rules, ranked full-text search among
 thousands of distractors, the FTS indexes kept in sync, hostile query text, retention, creator protection, and a
 reference database's memory rows after the upgrade."""
 
@@ -13,12 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automaton_min.clock import from_iso, is_stored_format
-from automaton_min.memory.common import MemoryStoreError, ProtectedMemoryError, drop_common_words, fts_query
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.procedural import ProceduralMemory
-from automaton_min.memory.relationships import RelationshipMemory
-from automaton_min.memory.semantic import SemanticMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.common import (MemoryStoreError, ProtectedMemoryError, drop_common_words, match_expression,
+                                         query_words)
+from automaton_min.memory.stores import (STORES, EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
+                                         SessionSummaries, WorkingMemory)
 from automaton_min.store.db import open_database
 from automaton_min.store.schema_memory import FTS_COLUMNS, check_memory_fts, rebuild_memory_fts
 from tests.fixtures.reference_v11 import build_reference_v11
@@ -40,10 +38,17 @@ def stores(db, clock):
     return {
         "working": WorkingMemory(db, clock),
         "episodic": EpisodicMemory(db, clock),
+        "summaries": SessionSummaries(db, clock),
         "semantic": SemanticMemory(db, clock),
         "procedural": ProceduralMemory(db, clock),
         "relationships": RelationshipMemory(db, clock),
     }
+
+
+def test_every_memory_table_has_one_store() -> None:
+    assert sorted(store.TABLE.name for store in STORES) == sorted(FTS_COLUMNS)
+    for store in STORES:
+        assert len(store.TABLE.weights) == len(FTS_COLUMNS[store.TABLE.name]), store.TABLE.name
 
 
 def test_apsw_sqlite_has_fts5() -> None:
@@ -55,16 +60,17 @@ def test_apsw_sqlite_has_fts5() -> None:
 
 def test_working_memory_crud_and_rules(db, clock) -> None:
     wm = WorkingMemory(db, clock)
-    entry = wm.add("s1", "Ship the invoice API before Friday", content_type="goal", priority=0.9)
+    entry = wm.add("s1", "Ship the billing API before Friday", content_type="goal", priority=0.9)
     assert wm.get(entry.id) == entry and entry.token_count > 0 and is_stored_format(entry.created_at)
-    updated = wm.update(entry.id, content="Ship the billing API before Friday", priority=0.7)
-    assert (updated.content, updated.priority, updated.content_type) == (
-        "Ship the billing API before Friday", 0.7, "goal")
+    assert (entry.content, entry.priority, entry.content_type) == ("Ship the billing API before Friday", 0.9, "goal")
     assert [r.item.id for r in wm.search("billing")] == [entry.id]
     assert wm.search("invoice") == []
-    for bad in ({"content_type": "wish"}, {"priority": 1.5}, {"priority": -0.1}, {"priority": float("nan")}):
+    for bad in ({"content_type": "wish"}, {"priority": 1.5}, {"priority": -0.1}, {"priority": float("nan")},
+                {"ttl_ms": 0}):
         with pytest.raises(MemoryStoreError):
             wm.add("s1", "x", **bad)
+    with pytest.raises(MemoryStoreError, match="content: expected text"):
+        wm.add("s1", 5)
     with pytest.raises(MemoryStoreError, match="content"):
         wm.add("s1", "   ")
     assert wm.delete(entry.id) and wm.get(entry.id) is None and not wm.delete(entry.id)
@@ -74,10 +80,12 @@ def test_working_memory_expires(db, clock) -> None:
     wm = WorkingMemory(db, clock)
     short = wm.add("s1", "temporary lease token", ttl_ms=60_000)
     keep = wm.add("s1", "permanent lease note")
+    other = wm.add("s2", "another session's lease", ttl_ms=3_600_000)
     assert {e.id for e in wm.session("s1")} == {short.id, keep.id}
+    assert [r.item.id for r in wm.search("lease", session_id="s2")] == [other.id]
     clock.advance(60_000)
     assert [e.id for e in wm.session("s1")] == [keep.id]
-    assert [r.item.id for r in wm.search("lease")] == [keep.id]
+    assert [r.item.id for r in wm.search("lease", session_id="s1")] == [keep.id]
     assert wm.clear_expired() == 1 and wm.get(short.id) is None
 
 
@@ -107,8 +115,7 @@ def test_episodic_crud_rules_and_summaries(db, clock) -> None:
     em = EpisodicMemory(db, clock)
     ep = em.record("s1", "tool:exec", "Deployed the API service v2.1", detail="Latency improved by 40ms",
                    outcome="success", importance=0.7, classification="productive")
-    assert em.get(ep.id) == ep
-    assert em.update(ep.id, importance=0.9, outcome="partial").importance == 0.9
+    assert em.get(ep.id) == ep and ep.importance == 0.7 and ep.outcome == "success"
     for bad in ({"importance": 2}, {"outcome": "meh"}, {"classification": "boring"}):
         with pytest.raises(MemoryStoreError):
             em.record("s1", "x", "y", **bad)
@@ -118,12 +125,16 @@ def test_episodic_crud_rules_and_summaries(db, clock) -> None:
     em.mark_accessed([ep.id])
     assert em.get(ep.id).accessed_count == 1 and em.get(ep.id).last_accessed_at is not None
 
-    first = em.save_summary("s1", "Deployed v2.1 and reviewed the budget", key_decisions=["ship v2.1"], turn_count=3)
-    second = em.save_summary("s1", "Deployed v2.1; budget is fine", tools_used=["exec"], turn_count=4)
+    summaries = SessionSummaries(db, clock)
+    first = summaries.save("s1", "Deployed v2.1 and reviewed the budget", key_decisions=["ship v2.1"], turn_count=3)
+    second = summaries.save("s1", "Deployed v2.1; budget is fine", tools_used=["exec"], turn_count=4)
     assert second.id == first.id and second.turn_count == 4 and second.tools_used == ["exec"]
-    assert [r.item.session_id for r in em.search_summaries("budget")] == ["s1"]
-    assert em.delete(ep.id) and em.get(ep.id) is None
-    assert em.delete_summary("s1") and em.summary_of("s1") is None
+    assert second.key_decisions == [] and summaries.get("s1") == second
+    assert [r.item.session_id for r in summaries.search("budget")] == ["s1"]
+    with pytest.raises(MemoryStoreError, match="turn_count"):
+        summaries.save("s1", "x", turn_count=-1)
+    assert em.delete(ep.id) and em.get(ep.id) is None and not em.delete(ep.id)
+    assert summaries.delete(first.id) and summaries.get("s1") is None
 
 
 def test_episodic_retention_keeps_the_important_and_the_recent(db, clock) -> None:
@@ -163,13 +174,12 @@ def test_semantic_upsert_rules_and_creator_protection(db, clock) -> None:
     about = sm.remember("creator", "name", "Grace", source="turn_1")
     for protected in (told, about):
         with pytest.raises(ProtectedMemoryError):
-            sm.forget(protected.id)
+            sm.delete(protected.id)
         with pytest.raises(ProtectedMemoryError):
-            sm.update(protected.id, value="whatever", source="agent")
-    assert sm.update(told.id, value="never deploy on weekends", source="creator").value == "never deploy on weekends"
-    assert sm.forget(fact.id) and sm.get(fact.id) is None and not sm.forget(fact.id)
-    sm.verify(told.id)
-    assert sm.get(told.id).last_verified_at is not None
+            sm.remember(protected.category, protected.key, "whatever", source="agent")
+    changed = sm.remember("agent", "deploy_window", "never deploy on weekends", source="creator")
+    assert (changed.id, changed.value) == (told.id, "never deploy on weekends")
+    assert sm.delete(fact.id) and sm.get(fact.id) is None and not sm.delete(fact.id)
     assert [f.key for f in sm.by_category("creator")] == ["name"]
 
 
@@ -192,25 +202,22 @@ def test_procedural_crud_success_rate_and_prune(db, clock) -> None:
     pm = ProceduralMemory(db, clock, max_rows=2)
     steps = [{"order": 1, "description": "Run tests", "tool": "exec"}, {"action": "Build image"}]
     proc = pm.save("deploy_api_service", "Deploy a new API service", steps)
-    assert proc.steps == steps and proc.success_rate is None and proc.smoothed_success_rate == 0.5
-    for outcome in (True, True, True, False):
-        proc = pm.record_outcome("deploy_api_service", outcome)
-    assert (proc.success_count, proc.failure_count, proc.times_executed, proc.success_rate) == (3, 1, 4, 0.75)
+    assert proc.steps == steps and proc.times_executed == 0 and proc.smoothed_success_rate == 0.5
+    db.execute("UPDATE procedural_memory SET success_count = 3, failure_count = 1 WHERE name = 'deploy_api_service'")
+    proc = pm.get("deploy_api_service")
+    assert (proc.success_count, proc.failure_count, proc.times_executed, proc.smoothed_success_rate) == (3, 1, 4, 4 / 6)
     resaved = pm.save("deploy_api_service", "Deploy an API service to production", steps[:1])
     assert resaved.id == proc.id and resaved.success_count == 3 and len(resaved.steps) == 1
     for bad in ([], "run it", [{"tool": "exec"}], ["step"]):
         with pytest.raises(MemoryStoreError):
             pm.save("p", "d", bad)
-    with pytest.raises(MemoryStoreError):
-        pm.record_outcome("missing", True)
 
     pm.save("flaky_backup", "Back up the database", [{"description": "copy"}])
-    for _ in range(4):
-        pm.record_outcome("flaky_backup", False)
-    pm.save("untried_backup", "Back up the database with sqlite3 .backup", [{"description": "backup"}])
+    db.execute("UPDATE procedural_memory SET failure_count = 4 WHERE name = 'flaky_backup'")
+    untried = pm.save("untried_backup", "Back up the database with sqlite3 .backup", [{"description": "backup"}])
     assert [r.item.name for r in pm.search("backup database", min_success_rate=0.5)] == ["untried_backup"]
     assert pm.prune() == 1 and pm.get("flaky_backup") is None
-    assert pm.delete("untried_backup") and pm.get("untried_backup") is None
+    assert pm.delete(untried.id) and pm.get("untried_backup") is None
 
 
 # --- relationship memory ------------------------------------------------------------------------------------
@@ -224,8 +231,6 @@ def test_relationships_trust_interactions_and_protection(db, clock) -> None:
     peer = rm.record_interaction("0x" + "ab" * 20, default_type="messaged_us")
     assert (peer.relationship_type, peer.trust_score, peer.interaction_count) == ("messaged_us", 0.5, 1)
     assert rm.record_interaction("0x" + "AB" * 20).interaction_count == 2
-    assert rm.adjust_trust("0x" + "ab" * 20, 0.8).trust_score == 1.0
-    assert rm.adjust_trust("0x" + "ab" * 20, -5).trust_score == 0.0
     with pytest.raises(MemoryStoreError):
         rm.record("0x" + "cd" * 20, trust=1.2)
     with pytest.raises(MemoryStoreError):
@@ -233,12 +238,12 @@ def test_relationships_trust_interactions_and_protection(db, clock) -> None:
     rm.add_note("0x" + "ab" * 20, "sells GPU time cheaply")
     assert rm.record("0x" + "ab" * 20, name="gpu-broker").notes == "sells GPU time cheaply"
     assert [r.item.entity_name for r in rm.search("gpu")] == ["gpu-broker"]
-    assert [e.entity_name for e in rm.trusted(min_trust=0.5)] == ["Grace"]
+    assert [e.entity_name for e in rm.trusted(min_trust=0.6)] == ["Grace"]
     with pytest.raises(ProtectedMemoryError):
-        rm.forget(CREATOR)
+        rm.delete(creator.id)
     rm.record("0x" + "cd" * 20, trust=0.9)
     assert rm.prune() == 1 and rm.get(CREATOR) is not None and rm.get("0x" + "cd" * 20) is None
-    assert rm.forget("0x" + "ab" * 20) and not rm.forget("0x" + "ab" * 20)
+    assert rm.delete(peer.id) and not rm.delete(peer.id)
 
 
 # --- ranked search ------------------------------------------------------------------------------------------
@@ -305,23 +310,25 @@ def test_fts_stays_in_sync_after_updates_and_deletes(stores, db, clock) -> None:
     sm, em, wm = stores["semantic"], stores["episodic"], stores["working"]
     pm, rm = stores["procedural"], stores["relationships"]
     fact = sm.remember("self", "hosting", "runs on a raspberry pi", source="agent")
-    sm.update(fact.id, value="runs on a conway sandbox", source="agent")
+    sm.remember("self", "hosting", "runs on a conway sandbox", source="agent")
     assert sm.search("raspberry") == [] and [r.item.id for r in sm.search("sandbox")] == [fact.id]
     ep = em.record("s", "note", "paid the zebra invoice")
-    em.update(ep.id, summary="paid the yak invoice")
+    db.execute("UPDATE episodic_memory SET summary = 'paid the yak invoice' WHERE id = ?", (ep.id,))
     assert em.search("zebra") == [] and len(em.search("yak")) == 1
     em.mark_accessed([ep.id])  # an update of unindexed columns leaves the index alone
     entry = wm.add("s", "watch the quokka metric")
-    pm.save("feed_quokka", "Feed the quokka", [{"description": "open the tin"}])
-    pm.record_outcome("feed_quokka", True)
-    rm.record("0x" + "ef" * 20, name="quokka keeper")
+    procedure = pm.save("feed_quokka", "Feed the quokka", [{"description": "open the tin"}])
+    pm.save("feed_quokka", "Feed the quokka twice", [{"description": "open the tin"}])
+    keeper = rm.record("0x" + "ef" * 20, name="quokka keeper")
     rm.record_interaction("0x" + "ef" * 20)
+    summary = stores["summaries"].save("s", "a day of quokka care")
     check_memory_fts(db)
     wm.delete(entry.id)
     em.delete(ep.id)
-    sm.forget(fact.id)
-    pm.delete("feed_quokka")
-    rm.forget("0x" + "ef" * 20)
+    sm.delete(fact.id)
+    pm.delete(procedure.id)
+    rm.delete(keeper.id)
+    stores["summaries"].delete(summary.id)
     for store in stores.values():
         assert store.search("quokka") == [] and store.search("sandbox") == [] and store.search("yak") == []
     check_memory_fts(db)
@@ -345,13 +352,12 @@ def test_hostile_query_text_is_never_an_fts_error(stores, query: str) -> None:
     stores["semantic"].remember("environment", "port", "port 5432 near the value", source="agent")
     for store in stores.values():
         assert isinstance(store.search(query), list)
-    assert isinstance(stores["episodic"].search_summaries(query), list)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=200))
 def test_any_text_makes_a_valid_match_expression(db, text: str) -> None:
-    match = fts_query(text)
+    match = match_expression(query_words(text))
     if match is not None:
         db.query("SELECT rowid FROM semantic_memory_fts WHERE semantic_memory_fts MATCH ? LIMIT 1", (match,))
 
@@ -369,6 +375,8 @@ def test_common_words_are_left_out_of_big_tables(db, clock) -> None:
 
 
 def test_query_sanitizer_quotes_words_and_drops_stop_words() -> None:
+    def fts_query(text: str) -> str | None:
+        return match_expression(query_words(text))
     assert fts_query('what is NEAR(the "port")*') == '"near" OR "port"'
     assert fts_query("the") == '"the"'
     assert fts_query("?!") is None
@@ -392,7 +400,7 @@ def test_reference_v11_keeps_its_memory_rows_and_indexes_them(tmp_path: Path, cl
         assert [r.item.id for r in sm.search("what is Grace's name")] == ["sm_1"]
         assert [r.item.id for r in sm.search("burn rate per turn")] == ["sm_2"]
         with pytest.raises(ProtectedMemoryError):
-            sm.forget("sm_1")
+            sm.delete("sm_1")
         check_memory_fts(db)
         for table in ("working_memory", "episodic_memory", "session_summaries", "procedural_memory",
                       "relationship_memory", "event_stream", "knowledge_store"):

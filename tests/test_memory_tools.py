@@ -13,11 +13,8 @@ from automaton_min.agent.tools.builtin import MUTATING_TOOLS, STATUS_CHECK_TOOLS
 from automaton_min.agent.tools.memory_tools import AGENT_SESSION
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.config import config_from
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.procedural import ProceduralMemory
-from automaton_min.memory.relationships import RelationshipMemory
-from automaton_min.memory.semantic import SemanticMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.stores import (EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
+                                         WorkingMemory)
 from standins.model_servers import OpenAIServer, openai_answer
 
 CREATOR = "0x1234567890AbcdEF1234567890aBcdef12345678"
@@ -133,7 +130,7 @@ def test_forget_finds_every_kind_of_memory_by_id(ctx, db, clock) -> None:
                             ("relationship", peer.id)):
         assert ok(ctx, "forget", {"id": memory_id}) == f"Forgot {kind} memory {memory_id}."
     assert "nothing in working memory" in fails(ctx, "forget", {"id": note.id, "memory_type": "working"})
-    assert "is the creator and cannot be forgotten" in fails(ctx, "forget", {"id": creator.id})
+    assert "from or about the creator and cannot be forgotten" in fails(ctx, "forget", {"id": creator.id})
 
 
 # --------------------------------------------------------------------------- goals, review

@@ -30,8 +30,8 @@ from automaton_min.inference.types import Message, ToolSchema
 from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_through, wake_reference
 from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.retrieval import MemoryRetriever
+from automaton_min.memory.stores import WorkingMemory
 from automaton_min.memory.tokens import TokenCounter, estimate_tokens
-from automaton_min.memory.working import WorkingMemory
 from automaton_min.log import get_logger
 from automaton_min.store.turns import StoredTurn, recent_turns
 

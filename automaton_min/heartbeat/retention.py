@@ -66,17 +66,10 @@ def _repeat(step: Callable[[], int], deadline: float, stop: Any) -> int:
 
 
 def memory_stores(db: "Database", now_ms: int) -> dict[str, Any]:
-    """The five memory stores, for their size bounds (working memory also drops what has expired)."""
-    from automaton_min.memory.episodic import EpisodicMemory
-    from automaton_min.memory.procedural import ProceduralMemory
-    from automaton_min.memory.relationships import RelationshipMemory
-    from automaton_min.memory.semantic import SemanticMemory
-    from automaton_min.memory.working import WorkingMemory
+    """The memory stores by table, for their size bounds (working memory also drops what has expired)."""
+    from automaton_min.memory.stores import STORES
 
-    now = lambda: now_ms  # noqa: E731 - one instant for the whole run
-    return {"working_memory": WorkingMemory(db, now), "episodic_memory": EpisodicMemory(db, now),
-            "semantic_memory": SemanticMemory(db, now), "procedural_memory": ProceduralMemory(db, now),
-            "relationship_memory": RelationshipMemory(db, now)}
+    return {store.TABLE.name: store(db, lambda: now_ms) for store in STORES}  # one instant for the whole run
 
 
 def turns_keep(config: "Config") -> int:

@@ -24,7 +24,8 @@ from automaton_min.store.turns import StoredTurn
 STRATEGIC_TOOLS = frozenset({"update_soul", "update_genesis_prompt", "modify_heartbeat", "transfer_credits"})
 COMMUNICATION_TOOLS = frozenset({"send_message", "note_about_agent", "distress_signal"})
 PRODUCTIVE_TOOLS = frozenset({
-    "exec", "stop_job", "write_file", "read_file", "expose_port", "remove_port", "create_sandbox", "x402_fetch", "topup_credits",
+    "exec", "stop_job", "write_file", "read_file", "expose_port", "remove_port", "create_sandbox", "x402_fetch",
+    "topup_credits",
     "save_procedure", "set_goal", "complete_goal", "remember_fact",
 })
 MAINTENANCE_TOOLS = frozenset({

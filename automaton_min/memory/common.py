@@ -1,19 +1,8 @@
-"""What the memory stores share: errors, value checks, the FTS5 query sanitizer, ranked search and pruning.
+"""What the memory stores share: errors, value checks, the FTS5 query words and ranked search.
 
-Ranking. The query's words are quoted and joined with OR; in a table of 2,000 rows or more, words found in over
-5% of the rows are left out, and of the others the 8 rarest at most are kept, up to 500 matching rows in all
-(``drop_common_words``: common words make the search slow and barely move bm25). FTS5 then
-gives the best ``pool`` matches by bm25 (column weights per store), and each candidate is scored::
-
-    relevance = bm25 / best bm25 among the candidates          (0..1, the best match is 1)
-    recency   = 0.5 ** (age_days / half_life_days)              (1 now, 0.5 one half-life ago; 0 without a time)
-    score     = relevance * (0.5 + 0.3 * quality + 0.2 * recency)
-
-``quality`` is the store's own measure in 0..1: importance (episodic), confidence (semantic), priority (working),
-trust (relationships), the smoothed success rate ``(s + 1) / (s + f + 2)`` (procedures). Relevance gates the
-score (a row that does not match is never returned); quality and recency move it between half and all of its
-relevance, so a strong match stays ahead of a weak one unless the weak one is much more trusted and recent.
-Ties keep bm25 order.
+A match scores ``relevance * (0.5 + 0.3 * quality + 0.2 * recency)``: relevance is bm25 over the best candidate's
+(a row that does not match is never returned), quality the store's own 0..1 measure, recency halves every
+half-life. Ties keep bm25 order. README "Memory" says which words a query keeps.
 """
 
 from __future__ import annotations
@@ -39,7 +28,6 @@ AGENT_SESSION = "agent"  # the one stable session of the agent's own memories: g
 MAX_TEXT = 8_000  # characters in any one text field
 MAX_QUERY_TERMS = 16
 DAY_MS = 86_400_000
-PRUNE_BATCH = 200
 
 
 class MemoryStoreError(ValueError):
@@ -59,25 +47,30 @@ def unit(name: str, value: float) -> float:
     return float(value)
 
 
-def text(name: str, value: str | None, *, required: bool = True, limit: int = MAX_TEXT) -> str | None:
-    """A checked text field: a string, non-blank when required, at most ``limit`` characters."""
-    if value is None:
-        if required:
-            raise MemoryStoreError(f"{name}: required")
-        return None
-    if not isinstance(value, str):
-        raise MemoryStoreError(f"{name}: expected text, got {type(value).__name__}")
-    if required and not value.strip():
-        raise MemoryStoreError(f"{name}: must not be blank")
-    if len(value) > limit:
-        raise MemoryStoreError(f"{name}: at most {limit} characters, got {len(value)}")
-    return value
+def text(limit: int = MAX_TEXT, *, required: bool = True) -> Callable[[str, Any], str | None]:
+    """A check of a text field: a string, non-blank when required, at most ``limit`` characters."""
+    def check(name: str, value: Any) -> str | None:
+        if value is None:
+            if required:
+                raise MemoryStoreError(f"{name}: required")
+            return None
+        if not isinstance(value, str):
+            raise MemoryStoreError(f"{name}: expected text, got {type(value).__name__}")
+        if required and not value.strip():
+            raise MemoryStoreError(f"{name}: must not be blank")
+        if len(value) > limit:
+            raise MemoryStoreError(f"{name}: at most {limit} characters, got {len(value)}")
+        return value
+    return check
 
 
-def choice(name: str, value: str, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise MemoryStoreError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
-    return value
+def one_of(allowed: Sequence[str], *, optional: bool = False) -> Callable[[str, Any], str | None]:
+    """A check that a value is one of ``allowed`` (or ``None`` when optional)."""
+    def check(name: str, value: Any) -> str | None:
+        if value not in allowed and not (optional and value is None):
+            raise MemoryStoreError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
+        return value
+    return check
 
 
 def estimate_tokens(value: str | None) -> int:
@@ -116,11 +109,6 @@ def match_expression(words: Sequence[str]) -> str | None:
     """An FTS5 MATCH expression: each word quoted (so AND, OR, NOT, NEAR, ``*``, ``^``, ``:`` and parentheses
     are plain words), joined with OR; ``None`` for no words."""
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or None
-
-
-def fts_query(user_text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
-    """The MATCH expression for free text; no user text is ever an FTS5 syntax error."""
-    return match_expression(query_words(user_text, max_terms=max_terms))
 
 
 COMMON_MIN_ROWS = 2_000
@@ -259,58 +247,3 @@ def ranked_search(
         scored.append(Ranked(item, combine(relevance, quality(item), recency(stamp(item), now_ms, half_life_days))))
     scored.sort(key=lambda r: r.score, reverse=True)  # stable: ties keep bm25 order
     return scored[:limit]
-
-
-# --- retention ------------------------------------------------------------------------------------------------
-
-
-def prune_to(
-    db: "Database",
-    table: str,
-    *,
-    keep: int,
-    order: str,
-    params: Sequence[Any] = (),
-    deletable: str = "1",
-    scope: str = "1",
-    scope_params: Sequence[Any] = (),
-    batch: int = PRUNE_BATCH,
-) -> int:
-    """Delete the rows that sort first by ``order`` until at most ``keep`` rows of ``scope`` remain.
-
-    Each batch of at most ``batch`` rows is its own short transaction. Rows outside ``deletable`` are never
-    deleted (they still count), so a table full of protected rows stops shrinking. Returns the rows deleted.
-    """
-    if keep < 0:
-        raise MemoryStoreError(f"keep: must be 0 or more, got {keep}")
-    deleted = 0
-    while True:
-        with db.transaction():
-            excess = db.scalar(f"SELECT COUNT(*) FROM {table} WHERE {scope}", scope_params) - keep
-            if excess <= 0:
-                return deleted
-            db.execute(
-                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE ({scope}) AND ({deletable})"
-                f" ORDER BY {order} LIMIT ?)",
-                (*scope_params, *params, min(excess, batch)),
-            )
-            gone = db.connection.changes()
-        deleted += gone
-        if gone == 0:
-            return deleted
-
-
-def delete_where(db: "Database", table: str, where: str, params: Sequence[Any] = (), *,
-                 batch: int = PRUNE_BATCH) -> int:
-    """Delete every row matching ``where`` in batches of ``batch``, each its own transaction."""
-    deleted = 0
-    while True:
-        with db.transaction():
-            db.execute(
-                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {where} LIMIT ?)",
-                (*params, batch),
-            )
-            gone = db.connection.changes()
-        deleted += gone
-        if gone < batch:
-            return deleted

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import orjson
 
 from automaton_min.memory.common import AGENT_SESSION
-from automaton_min.memory.episodic import EpisodicMemory
+from automaton_min.memory.stores import SessionSummaries
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import StoredTurn
 
@@ -103,7 +103,8 @@ def turn_reference(turn: StoredTurn, count: Callable[[str], int]) -> CompactRefe
 
 def wake_reference(event: "WakeEvent", count: Callable[[str], int]) -> CompactReference:
     line = reference_line(str(event.id), f"wake:{event.source}", event.created_at, event.reason)
-    return CompactReference(str(event.id), f"wake:{event.source}", event.created_at, line, count(event.reason), count(line))
+    return CompactReference(str(event.id), f"wake:{event.source}", event.created_at, line, count(event.reason),
+                            count(line))
 
 
 def compact(references: Sequence[CompactReference]) -> Compacted:
@@ -156,7 +157,8 @@ def transcript(turns: Sequence[StoredTurn]) -> str:
         if turn.thinking:
             lines.append(f"agent said: {cut(turn.thinking, TRANSCRIPT_SAID)}")
         for call in turn.tool_calls:
-            outcome = f"FAILED {cut(call.error, TRANSCRIPT_RESULT)}" if call.error else cut(call.result, TRANSCRIPT_RESULT)
+            outcome = (f"FAILED {cut(call.error, TRANSCRIPT_RESULT)}" if call.error
+                       else cut(call.result, TRANSCRIPT_RESULT))
             lines.append(f"tool {call.name}: {outcome}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
@@ -176,7 +178,7 @@ class HistoryFolder:
     session_id: str = AGENT_SESSION
 
     def summary(self) -> str | None:
-        found = EpisodicMemory(self.db, self.now).summary_of(self.session_id)
+        found = SessionSummaries(self.db, self.now).get(self.session_id)
         return found.summary if found else None
 
     def fold(self, turns: Sequence[StoredTurn], *, count: Callable[[str], int],
@@ -185,8 +187,8 @@ class HistoryFolder:
         or when it gives nothing, the summary is the old one plus the turns' compact references."""
         if not turns:
             return FoldResult(0, 0, 0, False)
-        store = EpisodicMemory(self.db, self.now)
-        previous = store.summary_of(self.session_id)
+        store = SessionSummaries(self.db, self.now)
+        previous = store.get(self.session_id)
         old_text = previous.summary if previous else None
         made = summarizer.summarize(old_text, transcript(turns)) if summarizer is not None else None
         references = [turn_reference(t, count) for t in turns]
@@ -200,7 +202,7 @@ class HistoryFolder:
         original = sum(r.original_tokens for r in references)
         last = turns[-1]
         with self.db.transaction():
-            store.save_summary(self.session_id, text, turn_count=(previous.turn_count if previous else 0) + len(turns),
+            store.save(self.session_id, text, turn_count=(previous.turn_count if previous else 0) + len(turns),
                                total_tokens=(previous.total_tokens if previous else 0) + original)
             set_value(self.db, FOLD_MARKER_KEY, orjson.dumps({"timestamp": last.timestamp, "id": last.id}).decode(),
                       self.now())

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from automaton_min.clock import Clock
 from automaton_min.memory.classify import classify_turn, is_significant
 from automaton_min.memory.common import AGENT_SESSION, MemoryStoreError
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.relationships import RelationshipMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.stores import EpisodicMemory, RelationshipMemory, WorkingMemory
 from automaton_min.log import get_logger
 from automaton_min.store.turns import StoredTurn
 
@@ -50,8 +48,8 @@ def episode_text(turn: StoredTurn, senders: Sequence[str]) -> tuple[str, str | N
         lines.append(f"Message {origin}: {_cut(turn.input, INPUT_CUT)}")
     if turn.tool_calls:
         lines.append("Tools: " + "; ".join(
-            f"{c.name}(FAILED: {_cut(c.error, RESULT_CUT)})" if c.error else f"{c.name}(ok: {_cut(c.result, RESULT_CUT)})"
-            for c in turn.tool_calls))
+            f"{c.name}(FAILED: {_cut(c.error, RESULT_CUT)})" if c.error
+            else f"{c.name}(ok: {_cut(c.result, RESULT_CUT)})" for c in turn.tool_calls))
     if turn.thinking:
         lines.append("Said: " + _cut(turn.thinking, THOUGHT_CUT))
     detail = "\n".join(f"{c.name}: {_cut(c.error or c.result, 800)}" for c in turn.tool_calls)

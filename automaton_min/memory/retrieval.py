@@ -24,11 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import Clock
 from automaton_min.memory.common import AGENT_SESSION
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.procedural import ProceduralMemory
-from automaton_min.memory.relationships import RelationshipMemory
-from automaton_min.memory.semantic import SemanticMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.stores import (EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
+                                         SessionSummaries, WorkingMemory)
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -140,8 +137,10 @@ class MemoryRetriever:
         chosen: list[MemoryItem] = []
         passed: list[MemoryItem] = []
         considered = 0
-        for kind, candidates in (("working", self._working(width)), ("episodic", self._episodic(query, shown_since, width)),
-                                 ("semantic", self._semantic(query, width)), ("procedural", self._procedural(query, width)),
+        for kind, candidates in (("working", self._working(width)),
+                                 ("episodic", self._episodic(query, shown_since, width)),
+                                 ("semantic", self._semantic(query, width)),
+                                 ("procedural", self._procedural(query, width)),
                                  ("relationship", self._relationships(query, width))):
             room = getattr(budget, kind)
             for item_id, line in candidates:
@@ -175,14 +174,16 @@ class MemoryRetriever:
             episodes = store.recent(session_id=self.session_id, limit=CANDIDATES)
         else:
             episodes = [r.item for r in store.search(query, limit=CANDIDATES)]
-            for ranked in store.search_summaries(query, limit=3):
+            for ranked in SessionSummaries(self.db, self.now).search(query, limit=3):
                 summary = ranked.item
                 if summary.session_id != self.session_id:
-                    yield f"summary:{summary.session_id}", f"- [summary of {summary.session_id}] {_short(summary.summary, width)}"
+                    yield (f"summary:{summary.session_id}",
+                           f"- [summary of {summary.session_id}] {_short(summary.summary, width)}")
         for episode in episodes:
             if shown_since is not None and episode.created_at > shown_since:
                 continue
-            yield episode.id, f"- [{episode.created_at[:16]}] {_short(episode.summary, width)} ({episode.outcome or 'neutral'})"
+            yield episode.id, (f"- [{episode.created_at[:16]}] {_short(episode.summary, width)}"
+                               f" ({episode.outcome or 'neutral'})")
 
     def _semantic(self, query: str, width: int) -> Iterable[tuple[str, str]]:
         store = SemanticMemory(self.db, self.now)

@@ -13,23 +13,26 @@ could never be changed again, and the configured creator's address is always rec
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import object_schema, setting
 from automaton_min.memory.common import AGENT_SESSION, MAX_TEXT, MemoryStoreError
-from automaton_min.memory.episodic import EpisodicMemory
-from automaton_min.memory.procedural import MAX_STEPS, ProceduralMemory, Procedure
-from automaton_min.memory.relationships import RELATIONSHIP_TYPES, RelationshipMemory, normalize_address
-from automaton_min.memory.semantic import CATEGORIES, Fact, SemanticMemory
-from automaton_min.memory.working import WorkingMemory
+from automaton_min.memory.stores import (CATEGORIES, MAX_STEPS, RELATIONSHIP_TYPES, EpisodicMemory, Fact,
+                                         ProceduralMemory, Procedure, RelationshipMemory, SemanticMemory,
+                                         WorkingMemory, normalize_address)
 
 AGENT_SOURCE = "agent"
 GOAL_PRIORITY = 0.8
 REVIEW_EPISODES = 5
-MEMORY_TYPES = ("working", "episodic", "semantic", "procedural", "relationship")
+STORES = {"working": WorkingMemory, "episodic": EpisodicMemory, "semantic": SemanticMemory,
+          "procedural": ProceduralMemory, "relationship": RelationshipMemory}
+MEMORY_TYPES = tuple(STORES)
 AGENT_TYPES = tuple(t for t in RELATIONSHIP_TYPES if t != "creator")
+Run = Callable[[ToolContext, dict[str, Any]], str]
 
 
 def _short(value: str, limit: int = 200) -> str:
@@ -41,37 +44,40 @@ def _fact_line(fact: Fact) -> str:
     return f"- [{fact.category}/{fact.key}] {_short(fact.value, 500)} (confidence {fact.confidence:.2f}, id {fact.id})"
 
 
-def _store_failure(exc: MemoryStoreError) -> ToolFailure:
-    return ToolFailure(str(exc))
+def _store_refusals(run: Run) -> Run:
+    """A store's refusal (a bad value, a creator's memory) as the error the model reads."""
+    @functools.wraps(run)
+    def guarded(ctx: ToolContext, args: dict[str, Any]) -> str:
+        try:
+            return run(ctx, args)
+        except MemoryStoreError as exc:
+            raise ToolFailure(str(exc)) from None
+    return guarded
 
 
 # --------------------------------------------------------------------------- facts
 
 
+@_store_refusals
 def run_remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
     category, key, value = args["category"], args["key"].strip(), args["value"]
     if category == "creator" and ctx.authority == "external":
         raise ToolFailure("facts about your creator are not written on behalf of an external message")
     store = SemanticMemory(ctx.db, ctx.now)
     known = store.get_by_key(category, key)
-    try:
-        fact = store.remember(category, key, value, source=AGENT_SOURCE, confidence=args.get("confidence", 1.0))
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    fact = store.remember(category, key, value, source=AGENT_SOURCE, confidence=args.get("confidence", 1.0))
     verb = "Updated" if known is not None else "Remembered"
     return f"{verb} {fact.category}/{fact.key} (id {fact.id})."
 
 
+@_store_refusals
 def run_recall_facts(ctx: ToolContext, args: dict[str, Any]) -> str:
     query, category, limit = (args.get("query") or "").strip(), args.get("category"), args.get("limit", 10)
     if not query and category is None:
         raise ToolFailure("give a query (words to search for), a category, or both")
     store = SemanticMemory(ctx.db, ctx.now)
-    try:
-        facts = ([r.item for r in store.search(query, category=category, limit=limit)] if query
-                 else store.by_category(category, limit=limit))
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    facts = ([r.item for r in store.search(query, category=category, limit=limit)] if query
+             else store.by_category(category, limit=limit))
     asked = " ".join(filter(None, [f"'{query}'" if query else "", f"in {category}" if category else ""]))
     if not facts:
         return f"No facts found for {asked}."
@@ -84,7 +90,8 @@ REMEMBER_FACT = Tool(ToolSpec(
         "category": {"type": "string", "enum": list(CATEGORIES), "description": "What the fact is about"},
         "key": {"type": "string", "minLength": 1, "maxLength": 200, "description": "A short name for the fact"},
         "value": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "description": "The fact itself"},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1, "description": "How sure you are, 0..1 (default 1)"},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1,
+                       "description": "How sure you are, 0..1 (default 1)"},
     }, ["category", "key", "value"]),
     "memory", risk="safe", mutating=True,
 ), run_remember_fact)
@@ -103,29 +110,25 @@ RECALL_FACTS = Tool(ToolSpec(
 # --------------------------------------------------------------------------- goals
 
 
+@_store_refusals
 def run_set_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
-    try:
-        entry = WorkingMemory(ctx.db, ctx.now).add(AGENT_SESSION, args["goal"].strip(), content_type="goal",
-                                                   priority=args.get("priority", GOAL_PRIORITY), source_turn=ctx.turn_id)
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    entry = WorkingMemory(ctx.db, ctx.now).add(AGENT_SESSION, args["goal"].strip(), content_type="goal",
+                                               priority=args.get("priority", GOAL_PRIORITY), source_turn=ctx.turn_id)
     return f"Goal set (id {entry.id}, priority {entry.priority:.1f}): {_short(entry.content)}"
 
 
+@_store_refusals
 def run_complete_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
     working = WorkingMemory(ctx.db, ctx.now)
     goal = working.get(args["goal_id"].strip())
     if goal is None or goal.content_type != "goal":
         raise ToolFailure(f"no goal has the id {args['goal_id']!r}; review_memory lists your goals and their ids")
     result = (args.get("result") or "").strip() or None
-    try:
-        with ctx.db.transaction():
-            episode = EpisodicMemory(ctx.db, ctx.now).record(
-                AGENT_SESSION, "goal_completed", f"Goal completed: {goal.content}", detail=result, outcome="success",
-                importance=max(0.5, goal.priority), classification="productive")
-            working.delete(goal.id)
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    with ctx.db.transaction():
+        episode = EpisodicMemory(ctx.db, ctx.now).record(
+            AGENT_SESSION, "goal_completed", f"Goal completed: {goal.content}", detail=result, outcome="success",
+            importance=max(0.5, goal.priority), classification="productive")
+        working.delete(goal.id)
     return f"Goal completed and archived (episode {episode.id}): {_short(goal.content)}"
 
 
@@ -141,7 +144,8 @@ SET_GOAL = Tool(ToolSpec(
 COMPLETE_GOAL = Tool(ToolSpec(
     "complete_goal", "Mark a goal done: it is archived in your history and leaves your goals.",
     object_schema({
-        "goal_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The goal's id (see review_memory)"},
+        "goal_id": {"type": "string", "minLength": 1, "maxLength": 100,
+                    "description": "The goal's id (see review_memory)"},
         "result": {"type": "string", "maxLength": 2000, "description": "What came of it"},
     }, ["goal_id"]),
     "memory", risk="safe", mutating=True,
@@ -180,14 +184,12 @@ def _procedure_text(procedure: Procedure) -> str:
     return "\n".join(lines)
 
 
+@_store_refusals
 def run_save_procedure(ctx: ToolContext, args: dict[str, Any]) -> str:
     store = ProceduralMemory(ctx.db, ctx.now)
     name = args["name"].strip()
     known = store.get(name)
-    try:
-        procedure = store.save(name, args["description"], _steps(args["steps"]))
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    procedure = store.save(name, args["description"], _steps(args["steps"]))
     verb = "Updated" if known is not None else "Saved"
     return f"{verb} procedure {procedure.name} ({len(procedure.steps)} steps, id {procedure.id})."
 
@@ -232,23 +234,21 @@ RECALL_PROCEDURE = Tool(ToolSpec(
 # --------------------------------------------------------------------------- other agents
 
 
+@_store_refusals
 def run_note_about_agent(ctx: ToolContext, args: dict[str, Any]) -> str:
     store = RelationshipMemory(ctx.db, ctx.now)
-    try:
-        address = normalize_address(args["address"])
-        creator = setting(ctx, "creatorAddress")
-        known = store.get(address)
-        kind = args.get("relationship_type")
-        if creator and address.lower() == str(creator).lower():
-            kind = "creator"
-        elif known is not None and known.protected:
-            kind = None  # the creator's entry keeps its type
-        with ctx.db.transaction():
-            entry = store.record(address, relationship_type=kind, name=args.get("name"), trust=args.get("trust"))
-            if args.get("note"):
-                entry = store.add_note(address, args["note"])
-    except MemoryStoreError as exc:
-        raise _store_failure(exc) from None
+    address = normalize_address(args["address"])
+    creator = setting(ctx, "creatorAddress")
+    known = store.get(address)
+    kind = args.get("relationship_type")
+    if creator and address.lower() == str(creator).lower():
+        kind = "creator"
+    elif known is not None and known.protected:
+        kind = None  # the creator's entry keeps its type
+    with ctx.db.transaction():
+        entry = store.record(address, relationship_type=kind, name=args.get("name"), trust=args.get("trust"))
+        if args.get("note"):
+            entry = store.add_note(address, args["note"])
     who = f"{entry.entity_name} ({entry.entity_address})" if entry.entity_name else entry.entity_address
     verb = "Updated" if known is not None else "Noted"
     return f"{verb} {who}: {entry.relationship_type}, trust {entry.trust_score:.1f} (id {entry.id})."
@@ -260,7 +260,8 @@ NOTE_ABOUT_AGENT = Tool(ToolSpec(
         "address": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Their address (0x...)"},
         "name": {"type": "string", "maxLength": 200, "description": "Their name"},
         "relationship_type": {"type": "string", "enum": list(AGENT_TYPES), "description": "How you relate to them"},
-        "trust": {"type": "number", "minimum": 0, "maximum": 1, "description": "How far you trust them, 0..1 (new: 0.5)"},
+        "trust": {"type": "number", "minimum": 0, "maximum": 1,
+                  "description": "How far you trust them, 0..1 (new: 0.5)"},
         "note": {"type": "string", "maxLength": 2000, "description": "A note to add about them"},
     }, ["address"]),
     "memory", risk="safe", mutating=True,
@@ -274,36 +275,20 @@ def run_review_memory(ctx: ToolContext, args: dict[str, Any]) -> str:
     entries = WorkingMemory(ctx.db, ctx.now).session(AGENT_SESSION)
     episodes = EpisodicMemory(ctx.db, ctx.now).recent(limit=REVIEW_EPISODES)
     lines = ["Working memory:"]
-    lines += [f"- [{e.content_type}] (p={e.priority:.1f}) {_short(e.content, 300)} (id {e.id})" for e in entries] or ["- (empty)"]
+    lines += [f"- [{e.content_type}] (p={e.priority:.1f}) {_short(e.content, 300)} (id {e.id})"
+              for e in entries] or ["- (empty)"]
     lines.append(f"Recent history (last {REVIEW_EPISODES}):")
     lines += [f"- {ep.created_at} [{ep.event_type}] {_short(ep.summary, 300)} ({ep.outcome or 'neutral'}; id {ep.id})"
               for ep in episodes] or ["- (nothing yet)"]
     return "\n".join(lines)
 
 
-def _forget_in(ctx: ToolContext, kind: str, memory_id: str) -> bool:
-    if kind == "working":
-        return WorkingMemory(ctx.db, ctx.now).delete(memory_id)
-    if kind == "episodic":
-        return EpisodicMemory(ctx.db, ctx.now).delete(memory_id)
-    if kind == "semantic":
-        return SemanticMemory(ctx.db, ctx.now).forget(memory_id)
-    if kind == "procedural":
-        store = ProceduralMemory(ctx.db, ctx.now)
-        procedure = store.get_by_id(memory_id)
-        return procedure is not None and store.delete(procedure.name)
-    address = ctx.db.scalar("SELECT entity_address FROM relationship_memory WHERE id = ?", (memory_id,))
-    return address is not None and RelationshipMemory(ctx.db, ctx.now).forget(address)
-
-
+@_store_refusals
 def run_forget(ctx: ToolContext, args: dict[str, Any]) -> str:
     memory_id, kind = args["id"].strip(), args.get("memory_type")
-    try:
-        for candidate in (kind,) if kind else MEMORY_TYPES:
-            if _forget_in(ctx, candidate, memory_id):
-                return f"Forgot {candidate} memory {memory_id}."
-    except MemoryStoreError as exc:  # ProtectedMemoryError: from or about the creator
-        raise _store_failure(exc) from None
+    for candidate in (kind,) if kind else MEMORY_TYPES:
+        if STORES[candidate](ctx.db, ctx.now).delete(memory_id):
+            return f"Forgot {candidate} memory {memory_id}."
     where = f"{kind} memory" if kind else "any memory"
     raise ToolFailure(f"nothing in {where} has the id {memory_id!r}")
 
@@ -317,7 +302,8 @@ FORGET = Tool(ToolSpec(
     "forget", "Delete one memory by its id (facts from or about your creator cannot be forgotten).",
     object_schema({
         "id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The memory's id"},
-        "memory_type": {"type": "string", "enum": list(MEMORY_TYPES), "description": "Where it is (default: look everywhere)"},
+        "memory_type": {"type": "string", "enum": list(MEMORY_TYPES),
+                        "description": "Where it is (default: look everywhere)"},
     }, ["id"]),
     "memory", risk="safe", mutating=True,
 ), run_forget)
