@@ -31,12 +31,12 @@ here is defence in depth, and it puts the refusal in ``policy_decisions``.
 
 from __future__ import annotations
 
-from automaton_min.net.url import UnreadableUrl, read_url
-
 import apsw
 
-from automaton_min.agent.policy.engine import (
+from automaton_min.agent.policy.rules_validation import is_whole_number
+from automaton_min.agent.policy.types import (
     DB_UNAVAILABLE,
+    VALIDATION_FAILED,
     Applies,
     PolicyEnv,
     PolicyRequest,
@@ -46,8 +46,8 @@ from automaton_min.agent.policy.engine import (
     quarantine,
     tools,
 )
-from automaton_min.agent.policy.rules_validation import VALIDATION_FAILED, is_whole_number
 from automaton_min.errors import RuntimeFailure
+from automaton_min.net.url import UnreadableUrl, read_url
 from automaton_min.treasury.guard import host_allowed, x402_limits
 from automaton_min.treasury.payees import UNKNOWN_PAYEE, known_payees
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
