@@ -202,7 +202,10 @@ def test_validation(engine, tool, arguments, code) -> None:
     "python -m venv .venv && source .venv/bin/activate",
     "echo $(date) >> log.txt",
     "apt-get update && apt-get install -y jq",
+    "RED=$(printf '\\033[31m'); echo \"${RED}error\"",
+    "echo -e '\\033[1mbold\\033[0m'",
     "cat > run.sh <<'EOF'\nls -la\nEOF\nbash run.sh",
+    "ls; # rm -rf ..",
 ])
 def test_ordinary_commands_are_allowed_unconfined_too(engine, command) -> None:
     got = decide(engine, "exec", {"command": command})
@@ -364,7 +367,7 @@ def test_a_link_to_a_protected_file_that_does_not_exist_yet(engine, home, worksp
     (workspace / "homelink").symlink_to(home.root)
     assert code_of(engine, "write_file", {"path": "dangling"}) == "PROTECTED_FILE"
     assert code_of(engine, "write_file", {"path": "homelink/sub/../config.json"}) == "PROTECTED_FILE"
-    assert code_of(engine, "write_file", {"path": "homelink/workspace/new-notes.md"}) == ALLOWED
+    assert code_of(engine, "write_file", {"path": "homelink/new-notes.md"}) == ALLOWED
 
 
 def test_a_configured_database_path_is_protected_too(db, home, clock, workspace, runtime_files, tmp_path) -> None:
