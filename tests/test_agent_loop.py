@@ -274,18 +274,20 @@ def test_messages_claimed_for_a_turn_a_budget_refused_go_back_unread(agent_for, 
     assert agent.db.query("SELECT input, input_source FROM turns WHERE thinking LIKE '[no inference%'") == [(None, None)]
 
 
-def test_the_policy_engine_refuses_through_the_real_agent_and_records_why(agent_for, model) -> None:
-    """A forbidden command never runs: the model reads the refusal, and policy_decisions holds it with the turn."""
+def test_the_policy_engine_refuses_through_the_real_agent_and_records_why(agent_for, model, home) -> None:
+    """A refused call never runs: the model reads the refusal, and policy_decisions holds it with the turn."""
     agent = agent_for()
-    model.script(openai_answer(None, [call("exec", command="echo DROP TABLE turns")]),
+    assert agent.hooks.policy.env.commands_confined is bool(getattr(agent.sandbox, "confined", False))
+    model.script(openai_answer(None, [call("read_file", path="../wallet.json")]),
                  openai_answer("Understood.", [call("sleep", duration_seconds=600, reason="done")]))
     agent.loop.run_cycle("test")
-    (turn_id, error, result), = agent.db.query("SELECT turn_id, error, result FROM tool_calls WHERE name = 'exec'")
-    assert "FORBIDDEN_COMMAND" in error and "DROP TABLE turns" not in result
-    decisions = agent.db.query("SELECT turn_id, decision, rules_triggered FROM policy_decisions WHERE tool_name = 'exec'")
-    assert decisions == [(turn_id, "deny", '["command.forbidden_patterns"]')]
+    (turn_id, error, result), = agent.db.query("SELECT turn_id, error, result FROM tool_calls WHERE name = 'read_file'")
+    assert "SENSITIVE_FILE_READ" in error and "privateKey" not in (result or "")
+    decisions = agent.db.query("SELECT turn_id, decision, rules_triggered FROM policy_decisions"
+                               " WHERE tool_name = 'read_file'")
+    assert decisions == [(turn_id, "deny", '["path.read_sensitive"]')]
     second = model.requests[1].body["messages"]
-    assert any(m["role"] == "tool" and "FORBIDDEN_COMMAND" in m["content"] for m in second)
+    assert any(m["role"] == "tool" and "SENSITIVE_FILE_READ" in m["content"] for m in second)
 
 
 def test_a_refusal_after_the_model_has_answered_is_a_failed_turn_not_a_configuration_error(agent_for, model) -> None:

@@ -18,6 +18,7 @@ from automaton_min.confine import client as confine_client
 from automaton_min.confine.client import ConfinedSandbox, ConfinementUnavailable, RefusingSandbox, UnconfinedSandbox, local_sandbox
 from automaton_min.confine.landlock import abi_version
 from automaton_min.confine.plan import make_plan
+from automaton_min.confine.protected import HOME_PROTECTED
 from automaton_min.errors import RuntimeFailure
 
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock (needs Linux >= 5.13 with landlock enabled)")
@@ -62,6 +63,16 @@ def test_the_plan_never_grants_the_home_or_anything_holding_it(tmp_path: Path) -
     assert Path("/usr") in plan.read_only
 
 
+@pytest.mark.parametrize("name", ["", *HOME_PROTECTED])
+def test_the_plan_refuses_a_workspace_over_a_protected_entry(tmp_path: Path, name: str) -> None:
+    """The one list (confine/protected.py, which the path rules read too): no writable tree may hold an entry."""
+    home = tmp_path / ".automaton"
+    with pytest.raises(ValueError, match="never touch"):
+        make_plan(home, home / name, tmp_path / "t")
+    with pytest.raises(ValueError, match="never touch"):
+        make_plan(home, tmp_path / "ws", home / name)
+
+
 # --------------------------------------------------------------------------- both methods
 
 
@@ -81,6 +92,24 @@ def test_the_home_is_out_of_reach(confined: ConfinedSandbox, agent_home: Path, c
     result = confined.exec(command.replace("{home}", str(agent_home)), 20)
     assert result.exit_code != 0
     assert "ab" * 16 not in result.stdout + result.stderr and "sk-secret-canary" not in result.stdout + result.stderr
+
+
+def test_no_entry_of_the_one_list_is_reachable(confined: ConfinedSandbox, agent_home: Path) -> None:
+    """Every protected entry (confine/protected.py, the list the path rules read too), from a command and a file
+    operation: not read, not written."""
+    for name in HOME_PROTECTED:
+        entry = agent_home / name
+        if name == "skills":
+            (entry / "s").mkdir(parents=True, exist_ok=True)
+            entry = entry / "s" / "SKILL.md"
+        entry.write_text(f"canary-{name}")
+        result = confined.exec(f"cat {entry}; echo x >> {entry}; rm -f {entry}", 20)
+        assert f"canary-{name}" not in result.stdout and entry.read_text() == f"canary-{name}", name
+        with pytest.raises(OSError):
+            confined.read_file(str(entry))
+        with pytest.raises(OSError):
+            confined.write_file(str(entry), "x")
+        assert entry.read_text() == f"canary-{name}", name
 
 
 def test_file_operations_are_confined_too(confined: ConfinedSandbox, agent_home: Path) -> None:

@@ -111,13 +111,11 @@ def circles(root: Path) -> list[list[str]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: in progress")
 def test_imports_point_down_readmes_floors() -> None:
     arrows = upward_arrows(ROOT, ROOT / "README.md")
     assert len(arrows) <= 1, f"imports back up the floors: {sorted(arrows)}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: in progress")
 def test_no_import_circle() -> None:
     assert circles(ROOT) == []
 

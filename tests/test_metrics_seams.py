@@ -48,15 +48,15 @@ def test_a_cycle_records_turns_tools_inference_policy_and_balances(agent, model)
     built, metrics = agent
     model.script(
         openai_answer(None, [("c0", "exec", json.dumps({"command": "echo hi"})),
-                             ("c1", "exec", json.dumps({"command": "echo DROP TABLE turns"}))]),
+                             ("c1", "read_file", json.dumps({"path": "../wallet.json"}))]),
         Reply(400, {"error": {"message": "bad request"}}),  # a failed turn
         openai_answer("Done.", [("c2", "sleep", json.dumps({"duration_seconds": 600, "reason": "done"}))]))
     built.loop.run_cycle("test")
 
     assert metrics.counter(m.TURNS) == 2 and metrics.counter(m.TURNS_FAILED) == 1
     assert metrics.counter(m.TOOL_CALLS, tool="exec", outcome="ok") == 1
-    assert metrics.counter(m.TOOL_CALLS, tool="exec", outcome="error") == 1  # refused by the policy
-    assert metrics.histogram(m.TOOL_DURATION, tool="exec")["count"] == 2
+    assert metrics.counter(m.TOOL_CALLS, tool="read_file", outcome="error") == 1  # refused by the policy
+    assert metrics.histogram(m.TOOL_DURATION, tool="exec")["count"] == 1
     assert metrics.counter(m.INFERENCE_CALLS, model="scripted-model") == 2
     assert metrics.histogram(m.INFERENCE_LATENCY, model="scripted-model")["count"] == 2
     snapshot = metrics.snapshot()

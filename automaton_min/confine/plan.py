@@ -8,9 +8,10 @@ tools the agent is told it has still run; ``/proc`` and ``/sys`` read-only (Land
 ptrace scoping keeps the daemon's ``/proc/<pid>/environ``, ``mem`` and ``fd`` closed);
 the character devices ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random``,
 ``/dev/urandom`` and ``/dev/tty``; and the files ``/etc/resolv.conf``, ``/etc/localtime`` and
-``/etc/hosts`` point to when they are links out of ``/etc`` (name resolution and time zones work). A read-only path that holds the agent's home, or
-lies inside it, is dropped: the home (wallet, config, API keys, database, heartbeat
-files) is never readable, whatever ``PATH`` says.
+``/etc/hosts`` point to when they are links out of ``/etc`` (name resolution and time zones work). A read-only
+path that holds the agent's home, or lies inside it, is dropped: the home (wallet, config, API keys, database,
+heartbeat files) is never readable, whatever ``PATH`` says. A workspace or temp dir that is, holds or lies inside one of the
+home's protected entries (``protected.py``) is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from automaton_min.confine.protected import protected_paths
 
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 KERNEL_VIEWS = ("/proc", "/sys")
@@ -64,7 +67,13 @@ def interpreter_prefixes() -> list[str]:
 def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = None) -> Plan:
     """The plan for an agent whose home is ``home``: workspace and ``tmp`` writable, the rest as the module says."""
     home = Path(os.path.realpath(home))
-    candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *(path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(":"), *KERNEL_VIEWS,
+    workspace, tmp = Path(os.path.realpath(workspace)), Path(os.path.realpath(tmp))
+    for writable in (workspace, tmp):
+        entry = next((e for e in protected_paths(home) if _overlaps(writable, e)), None)
+        if entry is not None:
+            raise ValueError(f"{writable} would be writable, and it overlaps {entry}, which commands never touch")
+    path_dirs = (path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(":")
+    candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *path_dirs, *KERNEL_VIEWS,
                   *(os.path.realpath(f) for f in LINKED_FILES)]
     kept: list[Path] = []
     dropped: list[Path] = []
@@ -77,5 +86,5 @@ def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = 
         elif path not in kept and not any(parent in kept for parent in path.parents):
             kept.append(path)
     kept = [p for p in kept if not any(parent in kept for parent in p.parents)]
-    return Plan(home, Path(os.path.realpath(workspace)), Path(os.path.realpath(tmp)), tuple(kept),
+    return Plan(home, workspace, tmp, tuple(kept),
                 tuple(Path(d) for d in DEVICES if os.path.exists(d)), tuple(dropped))

@@ -15,19 +15,26 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.tiers import TIER_RANK, tier_for_credits
 
 if TYPE_CHECKING:
-    from automaton_min.agent.policy.engine import PolicyDecision
     from automaton_min.store.turns import StoredTurn
 
 HISTOGRAM_WINDOW = 1000
 USDC_UNIT = 1_000_000  # atomic units per USDC
 
 Labels = tuple[tuple[str, str], ...]
+
+
+class Decision(Protocol):
+    """What a policy decision tells the metrics (``agent.policy.types.PolicyDecision`` has it)."""
+
+    action: str
+    reason_code: str
+
 
 # The names the runtime records (the alert rules read some of them).
 TURNS = "turns_total"
@@ -191,7 +198,7 @@ class Metrics:
         self.observe(INFERENCE_LATENCY, latency_ms, model=model)
         self.inc(INFERENCE_COST, cost_cents, model=model)
 
-    def policy_decision(self, tool: str, decision: "PolicyDecision") -> None:
+    def policy_decision(self, tool: str, decision: Decision) -> None:
         """Every recorded decision; a quarantine counts as a deny (the call does not run either way)."""
         self.inc(POLICY_DECISIONS, decision=decision.action)
         if decision.action != "allow":

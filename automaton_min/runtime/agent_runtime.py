@@ -171,15 +171,7 @@ class RuntimeHooks:
             return f"{KEY_MATERIAL}: the arguments carry wallet key material, which never leaves the agent through any tool"
         if self.policy is None:
             return None
-        from automaton_min.agent.policy.engine import PolicyRequest
-
-        decision = self.policy.evaluate(PolicyRequest(spec, arguments, authority, turn_id, calls_this_turn))
-        if decision.action == "quarantine":  # a large transfer waits for the creator's signed approval
-            from automaton_min.social.approvals import hold_quarantined
-
-            return hold_quarantined(self.db, self.config, spec.name, arguments, decision.reason_code,
-                                    decision.message, now_ms=self.now())
-        return None if decision.action == "allow" else f"{decision.reason_code}: {decision.message}"
+        return self.policy.authorize(spec, arguments, authority, turn_id, calls_this_turn)
 
     def clean_result(self, text: str, source: str, now_ms: int) -> str:
         """Key material scrubbed first (a second line behind confinement), then the injection defence."""
@@ -301,8 +293,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible);
     ``schedule_changed`` is set when a tool changes the heartbeat's schedule; ``progress`` ticks for the watchdog."""
     from automaton_min.heartbeat.control import HeartbeatControl
-    from automaton_min.agent.policy import default_rules
-    from automaton_min.agent.policy.engine import PolicyEngine
+    from automaton_min.agent.policy import PolicyEngine, default_rules
+    from automaton_min.agent.policy.rules_command import kernel_confines
     from automaton_min.agent.tools.builtin import builtin_tools
     from automaton_min.conway.client import ConwayClient
     from automaton_min.social.relay import RelayClient
@@ -338,9 +330,11 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
         payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=now,
                       **payer_options(config.get("treasuryPolicy") or {}))
+        from automaton_min.runtime.genesis import detect_sandbox_id
+
         policy = PolicyEngine(default_rules(), db=db, config=config.values, home=home, workspace=workspace, now=now,
                               balance_cents=(lambda: finances.reading().credits_cents) if finances else None,
-                              metrics=metrics)
+                              commands_confined=kernel_confines(sandbox, detect_sandbox_id()), metrics=metrics)
 
     def inline_topup(reading: FinancialReading) -> None:
         from automaton_min.treasury.topup import bootstrap_topup

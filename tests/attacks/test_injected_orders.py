@@ -67,7 +67,12 @@ def test_injected_inbox_messages_are_blocked_or_wrapped_and_their_orders_refused
     done = {name: error for name, _, _, error in stored_calls(agent.db)[1:]}
     for tool in ("transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt", "distress_signal"):
         assert "EXTERNAL_DANGEROUS_TOOL" in (done[tool] or ""), (tool, done[tool])
-    assert done["read_file"] and done["exec"] and done["write_file"]
+    assert done["read_file"] and done["write_file"]  # the path rules
+    [(_, _, result, error)] = stored_calls(agent.db, "exec")
+    if getattr(agent.sandbox, "confined", False):  # the kernel is the guard: the command ran and could not read
+        assert result.startswith("exit_code: ") and not result.startswith("exit_code: 0"), result
+    else:
+        assert error  # the unconfined list, or no command at all where nothing confines
     assert conway.transfers == {}
     assert agent.db.scalar("SELECT COUNT(*) FROM pending_approvals") == 0
     assert agent.db.scalar("SELECT COUNT(*) FROM payment_intents") == 0

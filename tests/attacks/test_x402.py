@@ -172,8 +172,10 @@ def test_an_injected_page_is_followed_by_the_model_and_stopped_by_the_policy(age
     assert model.pending == 0
     done = {name: error for name, _, _, error in stored_calls(agent.db)[1:6]}
     assert "maxSingleTransferCents" in done["transfer_credits"]
+    ran = done.pop("exec") is None  # where the kernel confines, the command runs and cannot read the wallet
     assert all(error for error in done.values()), done
-    assert not [r for r in echo.received if r.path == "/collect"]
+    assert ran is bool(getattr(agent.sandbox, "confined", False))
+    assert not [r for r in echo.received if r.path == "/collect" and r.body]  # at most curl's empty POST
     assert echo.payments() == []
     watch.assert_clean("what the server received", echo.everything())
     watch.assert_clean("a model request", request_bodies(model))

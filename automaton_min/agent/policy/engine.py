@@ -1,25 +1,13 @@
 """The policy engine: every tool call is checked by rules before it runs, and every decision is kept.
 
-Rules run in ascending priority (ties keep the order they were given in). A rule
-looks only at the tools it applies to and answers ``None`` (no opinion) or a
-``Verdict``: ``deny`` or ``quarantine`` with a reason code and a sentence. The
-first deny wins and stops the evaluation; a quarantine is kept unless a later
-rule denies; with no verdict the call is allowed (``ALLOWED``).
+Rules run in ascending priority (ties keep their given order); each looks only at the tools it applies to and
+answers ``None`` or a ``Verdict``. The first deny wins; a quarantine ("not now": the call does not run, and a
+transfer held for ``UNKNOWN_PAYEE`` or ``CONFIRMATION_REQUIRED`` becomes a pending approval the creator can
+release, ``social.approvals``) stands unless a later rule denies; no verdict allows the call.
 
-**Quarantine means "not now".** The call does not run (``PolicyDecision.allowed``
-is False, as for a deny). A transfer quarantined for ``UNKNOWN_PAYEE`` or ``CONFIRMATION_REQUIRED``
-becomes a pending approval request (``social.approvals``) that the creator can
-release with a signed relay message; any other quarantine reads as a refusal.
-
-Every evaluation writes one ``policy_decisions`` row: a ULID, the real turn id,
-the tool, the SHA-256 of the arguments' canonical JSON, the tool's risk, the
-decision, the rules evaluated and triggered (JSON lists), ``"CODE: message"``,
-the latency and the time. When the row cannot be written the call is denied
-(``DB_UNAVAILABLE``): a decision nobody can audit, and that the rate limits
-cannot count, is not given.
-
-A rule that fails on arguments it did not expect (a bug, or the model sending
-something odd) denies the call (``RULE_ERROR``) instead of letting it through.
+Every evaluation writes one ``policy_decisions`` row (the real turn id, the SHA-256 of the arguments' canonical
+JSON, the rules evaluated and triggered, ``"CODE: message"``, the latency). A decision that cannot be recorded is
+a deny (``DB_UNAVAILABLE``), and so is a rule that fails on arguments it did not expect (``RULE_ERROR``).
 """
 
 from __future__ import annotations
@@ -28,12 +16,28 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 
+from automaton_min.agent.policy.rules_authority import authority_rules
+from automaton_min.agent.policy.rules_command import command_rules
+from automaton_min.agent.policy.rules_financial import financial_rules
+from automaton_min.agent.policy.rules_paths import path_rules
+from automaton_min.agent.policy.rules_rate import rate_rules
+from automaton_min.agent.policy.rules_validation import validation_rules
+from automaton_min.agent.policy.types import (
+    ALLOWED,
+    DB_UNAVAILABLE,
+    RULE_ERROR,
+    PolicyDecision,
+    PolicyEnv,
+    PolicyRequest,
+    Rule,
+    Verdict,
+    deny,
+)
 from automaton_min.agent.tools.base import Authority, ToolSpec
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.ids import new_ulid
@@ -42,110 +46,8 @@ from automaton_min.observe.metrics import NO_METRICS, Metrics
 
 log = get_logger(__name__)
 
-Action = Literal["allow", "deny", "quarantine"]
-Verdict = tuple[Literal["deny", "quarantine"], str, str]  # (action, reason code, message)
-
-ALLOWED = "ALLOWED"
-DB_UNAVAILABLE = "DB_UNAVAILABLE"
-RULE_ERROR = "RULE_ERROR"
-
 # Errors a rule may raise on arguments it did not expect; anything else is a bug that should surface.
 _RULE_FAILURES = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, OSError, RecursionError)
-
-
-def deny(code: str, message: str) -> Verdict:
-    return ("deny", code, message)
-
-
-def quarantine(code: str, message: str) -> Verdict:
-    return ("quarantine", code, message)
-
-
-@dataclass(frozen=True)
-class PolicyRequest:
-    """One tool call as the policy sees it; ``calls_this_turn`` names the calls made before it in the turn."""
-
-    spec: ToolSpec
-    arguments: Mapping[str, Any]
-    authority: Authority
-    turn_id: str | None
-    calls_this_turn: tuple[str, ...] = ()
-
-    @property
-    def tool(self) -> str:
-        return self.spec.name
-
-
-@dataclass(frozen=True)
-class PolicyDecision:
-    action: Action
-    reason_code: str
-    message: str
-    risk: str
-    rules_evaluated: list[str] = field(default_factory=list)
-    rules_triggered: list[str] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        """Only ``allow`` lets the call run; a quarantine waits for a confirmation that does not exist yet."""
-        return self.action == "allow"
-
-    @property
-    def reason(self) -> str:
-        """``"CODE: message"``, as stored in ``policy_decisions.reason``."""
-        return f"{self.reason_code}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Applies:
-    """What a rule looks at: tool names, categories, risk levels, or every tool."""
-
-    tools: frozenset[str] = frozenset()
-    categories: frozenset[str] = frozenset()
-    risks: frozenset[str] = frozenset()
-    every: bool = False
-
-    def matches(self, spec: ToolSpec) -> bool:
-        return self.every or spec.name in self.tools or spec.category in self.categories or spec.risk in self.risks
-
-
-def tools(*names: str) -> Applies:
-    return Applies(tools=frozenset(names))
-
-
-def every_tool() -> Applies:
-    return Applies(every=True)
-
-
-@dataclass(frozen=True)
-class PolicyEnv:
-    """What rules may consult: the database, the configuration, the home, the workspace and the clock."""
-
-    db: Any
-    config: Any
-    home: Path
-    workspace: Path
-    now: Clock
-    balance_cents: Callable[[], "int | None"] | None = None
-
-    def setting(self, key: str, default: Any = None) -> Any:
-        """A configuration value (``Config`` or a plain mapping; ``None`` config gives the default)."""
-        if self.config is None:
-            return default
-        value = self.config.get(key, default)
-        return default if value is None else value
-
-
-Check = Callable[[PolicyRequest, PolicyEnv], "Verdict | None"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    priority: int
-    applies: Applies
-    check: Check
-    description: str = ""
 
 
 class PolicyEngine:
@@ -153,14 +55,15 @@ class PolicyEngine:
 
     def __init__(self, rules: Iterable[Rule], *, db: Any, config: Any, home: Any, workspace: Path | str,
                  now: Clock = system_now, balance_cents: Callable[[], "int | None"] | None = None,
-                 monotonic: Callable[[], float] = time.perf_counter, metrics: Metrics = NO_METRICS) -> None:
+                 commands_confined: bool = False, monotonic: Callable[[], float] = time.perf_counter,
+                 metrics: Metrics = NO_METRICS) -> None:
         ordered = sorted(rules, key=lambda r: r.priority)  # stable: equal priorities keep their given order
         ids = [r.id for r in ordered]
         if len(ids) != len(set(ids)):
             raise ValueError("two policy rules share an id")
         self.rules: tuple[Rule, ...] = tuple(ordered)
         root = getattr(home, "root", home)
-        self.env = PolicyEnv(db, config, Path(root), Path(workspace), now, balance_cents)
+        self.env = PolicyEnv(db, config, Path(root), Path(workspace), now, balance_cents, commands_confined)
         self._monotonic = monotonic
         self.metrics = metrics
 
@@ -177,8 +80,10 @@ class PolicyEngine:
             try:
                 answer = rule.check(request, self.env)
             except _RULE_FAILURES as exc:
-                log.warning("policy rule failed", extra={"rule": rule.id, "tool": request.tool, "error": repr(exc)[:200]})
-                answer = deny(RULE_ERROR, f"rule {rule.id} could not check this call ({type(exc).__name__}); refused to be safe")
+                log.warning("policy rule failed",
+                            extra={"rule": rule.id, "tool": request.tool, "error": repr(exc)[:200]})
+                answer = deny(RULE_ERROR, f"rule {rule.id} could not check this call ({type(exc).__name__}); "
+                              "refused to be safe")
             if answer is None:
                 continue
             if answer[0] not in ("deny", "quarantine"):
@@ -196,14 +101,15 @@ class PolicyEngine:
             self._record(request, decision, latency_ms)
         except apsw.Error as exc:
             log.error("policy decision not recorded", extra={"tool": request.tool, "error": str(exc)[:200]})
-            return PolicyDecision("deny", DB_UNAVAILABLE, f"the decision could not be recorded ({type(exc).__name__}); refused",
+            return PolicyDecision("deny", DB_UNAVAILABLE,
+                                  f"the decision could not be recorded ({type(exc).__name__}); refused",
                                   request.spec.risk, evaluated, triggered)
         self.metrics.policy_decision(request.tool, decision)
         return decision
 
     def authorize(self, spec: ToolSpec, arguments: Mapping[str, Any], authority: Authority, turn_id: str | None,
                   calls_this_turn: tuple[str, ...] = ()) -> str | None:
-        """The loop's ``authorize`` hook: ``None`` lets the call run, otherwise the refusal the model reads."""
+        """The loop's one ``authorize`` path: ``None`` lets the call run, otherwise the refusal the model reads."""
         decision = self.evaluate(PolicyRequest(spec, arguments, authority, turn_id, tuple(calls_this_turn)))
         if decision.allowed:
             return None
@@ -221,7 +127,8 @@ class PolicyEngine:
         now_ms = self.env.now()
         db.execute(
             "INSERT INTO policy_decisions (id, turn_id, tool_name, tool_args_hash, risk_level, decision,"
-            " rules_evaluated, rules_triggered, reason, latency_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " rules_evaluated, rules_triggered, reason, latency_ms, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (new_ulid(now_ms), request.turn_id, request.tool, args_hash(request.arguments), request.spec.risk,
              decision.action, json.dumps(decision.rules_evaluated), json.dumps(decision.rules_triggered),
              decision.reason, latency_ms, to_iso(now_ms)),
@@ -229,14 +136,7 @@ class PolicyEngine:
 
 
 def default_rules() -> list[Rule]:
-    """The six families (22 rules), in the reference's creation order; the engine sorts them by priority."""
-    from automaton_min.agent.policy.rules_authority import authority_rules
-    from automaton_min.agent.policy.rules_command import command_rules
-    from automaton_min.agent.policy.rules_financial import financial_rules
-    from automaton_min.agent.policy.rules_paths import path_rules
-    from automaton_min.agent.policy.rules_rate import rate_rules
-    from automaton_min.agent.policy.rules_validation import validation_rules
-
+    """The six families, in the reference's creation order; the engine sorts them by priority."""
     return [*validation_rules(), *command_rules(), *path_rules(), *financial_rules(), *authority_rules(), *rate_rules()]
 
 

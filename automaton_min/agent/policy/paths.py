@@ -1,58 +1,36 @@
-"""Canonical paths, and what the policy protects among them.
+"""Canonical paths, and what the path rules protect among them.
 
-A path from a tool argument or a command is judged by where it really leads:
-``~`` expanded, relative paths joined to a base (the workspace), ``.`` and ``..``
-collapsed, and symlinks followed with ``os.path.realpath`` (also when the last
-parts do not exist yet, and through dangling links). A path that names an
-existing protected file through a hard link is caught by comparing inodes.
+A path is judged by where it really leads: ``~`` expanded (the commands' HOME, which is the workspace in local
+mode, and this process's home), relative paths joined to the workspace, symlinks followed before ``..`` is
+collapsed (``os.path.realpath``, also through links that lead nowhere yet), and a hard link to an existing
+protected file recognised by its inode. Tags:
 
-Protected things, by tag:
+- ``SECRET``: holds a key: the home's secrets and, anywhere, the names ``confine.protected.is_secret_name`` knows.
+- ``KEY``: a private key or certificate, by its name.
+- ``STATE``: the home's protected entries (``confine/protected.py``, the list the kernel plan uses too) and the
+  configured ``dbPath`` (with its WAL and SHM), heartbeat file and skills directory, wherever they are.
+- ``BLOCKED``: credential and system directories; ``BLOCKED_READ``: the parts of them that hold secrets.
+- ``CODE``: the policy engine's own source and the injection defence.
 
-- ``SECRET``: holds a key. The home's ``wallet.json``, ``config.json`` (the
-  provisioned API key) and ``automaton.json`` (it may hold provider keys); any
-  file named ``wallet.json`` or ``automaton.json``; ``.env`` files. Never read.
-- ``KEY``: private keys and certificates (``*.pem``, ``*.key``, ``private-key*``,
-  ``id_rsa``-style names). Never read with ``read_file``.
-- ``STATE``: the runtime's own files, never written or deleted: the secrets above
-  plus ``state.db`` and its ``-wal``/``-shm`` (also at a configured ``dbPath``)
-  and ``constitution.md``.
-- ``SELF``: what makes the agent itself, written only by the agent's own turns:
-  ``SOUL.md`` and the heartbeat configuration.
-- ``SKILLS``: the skills directory (instructions the agent loads); like ``SELF``
-  for other authorities, but the agent may also change it with ``exec``.
-- ``HOME``: the home directory itself or a directory that contains it (deleting
-  one deletes everything above).
-- ``BLOCKED``: credential and system directories (``.ssh``, ``.gnupg``, ``.aws``,
-  ``.kube``, ... and ``/etc/systemd``, ``/etc/passwd``, ``/etc/shadow``, ``/proc``,
-  ``/sys``): never written. ``BLOCKED_READ`` marks the parts of them that hold
-  secrets (the credential directories, ``/etc/shadow``, a process's ``environ``).
-- ``CODE``: the policy engine's own source and the injection defence; never written.
-
-"The home" is the configured home and, because a command may run where the
-home has another path (a Conway sandbox keeps it at ``/root/.automaton``), any
-directory named ``.automaton``.
+"The home" is the configured home and any directory named ``.automaton`` (a Conway sandbox keeps one at
+``/root/.automaton``).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote
 
-SECRET, KEY, STATE, SELF, SKILLS, HOME, BLOCKED, BLOCKED_READ, CODE = (
-    "secret", "key", "state", "self", "skills", "home", "blocked", "blocked_read", "code")
+from automaton_min.agent.policy.types import PolicyEnv
+from automaton_min.confine.protected import HOME_PROTECTED, HOME_SECRETS, is_key_name, is_secret_name
+from automaton_min.home import Home
+
+SECRET, KEY, STATE, BLOCKED, BLOCKED_READ, CODE = "secret", "key", "state", "blocked", "blocked_read", "code"
 
 AUTOMATON_DIR = ".automaton"
-HOME_SECRET_NAMES = ("wallet.json", "config.json", "automaton.json")
-HOME_STATE_NAMES = (*HOME_SECRET_NAMES, "state.db", "state.db-wal", "state.db-shm", "constitution.md")
-HOME_SELF_NAMES = ("SOUL.md", "heartbeat.yml")
-ANYWHERE_SECRET_NAMES = ("wallet.json", "automaton.json")
-ENV_SAMPLE_SUFFIXES = (".example", ".sample", ".template", ".dist")
-KEY_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore")
-KEY_PREFIXES = ("private-key", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 BLOCKED_SEGMENTS = (".ssh", ".gnupg", ".gpg", ".aws", ".azure", ".gcloud", ".kube", ".docker")
 BLOCKED_PREFIXES = ("/etc/systemd", "/etc/passwd", "/etc/shadow", "/proc", "/sys")
 BLOCKED_READ_PREFIXES = ("/etc/shadow", "/etc/gshadow")
@@ -67,61 +45,37 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _is_env_file(name: str) -> bool:
-    return name == ".env" or (name.startswith(".env.") and not name.endswith(ENV_SAMPLE_SUFFIXES))
-
-
 class Protection:
     """What is protected for one home, workspace and configuration; build one per decision."""
 
-    def __init__(self, home: Path, workspace: Path, *, db_path: Path | None = None, heartbeat_path: Path | None = None,
-                 skills_dir: Path | None = None, user_home: str | None = None,
+    def __init__(self, home: Path, workspace: Path, *, configured: Iterable[Path] = (), user_home: str | None = None,
                  code_dirs: Iterable[Path] = CODE_DIRS) -> None:
         self.home_root = os.path.realpath(home)
         self.workspace = os.path.realpath(workspace)
-        self.user_home = user_home if user_home is not None else os.path.expanduser("~")
-        # What ``~`` may mean: the commands' HOME (the workspace in local mode) and this process's home.
-        self.tildes = tuple(dict.fromkeys((self.workspace, os.path.realpath(self.user_home))))
-        self.state_paths: set[str] = set()
-        self.self_paths: set[str] = set()
-        if db_path is not None:
-            db = os.path.realpath(db_path)
-            self.state_paths |= {db, db + "-wal", db + "-shm"}
-        if heartbeat_path is not None:
-            self.self_paths.add(os.path.realpath(heartbeat_path))
+        user_home = user_home if user_home is not None else os.path.expanduser("~")
+        self.tildes = tuple(dict.fromkeys((self.workspace, os.path.realpath(user_home))))
+        self.state_paths = tuple(os.path.realpath(p) for p in configured)
         self.code_dirs = tuple(os.path.realpath(d) for d in code_dirs)
-        self.skills_dirs = tuple(dict.fromkeys(os.path.realpath(d) for d in (skills_dir, Path(home) / "skills") if d))
         self._inodes = self._protected_inodes()
 
-    # ------------------------------------------------------------------ resolving
-
-    def expand_tilde(self, raw: str) -> list[str]:
-        """``raw`` with a leading ``~`` replaced by each meaning of ``~`` (``~user`` as the system says)."""
-        if raw == "~" or raw.startswith("~/"):
-            return [t + raw[1:] for t in self.tildes]
-        if raw.startswith("~"):
-            return [os.path.expanduser(raw)]
-        return [raw]
-
-    def canonical(self, raw: str, base: str | None = None) -> list[str]:
-        """Every canonical path ``raw`` may mean, relative paths taken from ``base`` (the workspace by default)."""
+    def canonical(self, raw: str) -> list[str]:
+        """Every canonical path ``raw`` may mean (each meaning of a leading ``~``), relative to the workspace."""
         if "\x00" in raw:
             raise ValueError("a path cannot contain a NUL byte")
-        out = []
-        for expanded in self.expand_tilde(raw):
-            joined = os.path.join(base or self.workspace, expanded)
-            out.append(os.path.realpath(joined))  # resolves `..` after symlinks, as the kernel does
-        return out
+        if raw == "~" or raw.startswith("~/"):
+            expanded = [t + raw[1:] for t in self.tildes]
+        else:
+            expanded = [os.path.expanduser(raw)]
+        return [os.path.realpath(os.path.join(self.workspace, e)) for e in expanded]
 
-    def variants(self, raw: str) -> list[str]:
-        """The path as given and as it would read after ``$HOME`` expansion or URL decoding (a server may decode it)."""
+    @staticmethod
+    def variants(raw: str) -> list[str]:
+        """The path as given and as it reads after ``$HOME`` expansion or URL decoding (a server may decode it)."""
         found = [raw]
         for candidate in (re.sub(r"\$\{HOME\}|\$HOME\b", "~", raw), unquote(raw)):
             if candidate not in found:
                 found.append(candidate)
         return found
-
-    # ------------------------------------------------------------------ judging
 
     def home_relative(self, path: str) -> str | None:
         """The part of a canonical path inside a home (``""`` for the home itself), or ``None``."""
@@ -135,29 +89,12 @@ class Protection:
 
     def tags(self, path: str) -> frozenset[str]:
         """What protects this canonical path (empty when nothing does)."""
-        found: set[str] = set()
+        found = set(self._name_tags(path))
         name = os.path.basename(path)
-        lowered = name.lower()
-        rel = self.home_relative(path)
-        if rel is not None:
-            if rel == "":
-                found.add(HOME)
-            if rel in HOME_SECRET_NAMES:
-                found |= {SECRET, STATE}
-            if rel in HOME_STATE_NAMES:
-                found.add(STATE)
-            if rel in HOME_SELF_NAMES:
-                found.add(SELF)
-        if _inside(self.home_root, path):
-            found.add(HOME)
-        if name in ANYWHERE_SECRET_NAMES or _is_env_file(name):
+        if is_secret_name(name):
             found.add(SECRET)
-        if lowered.endswith(KEY_SUFFIXES) or lowered.startswith(KEY_PREFIXES):
+        if is_key_name(name):
             found.add(KEY)
-        if path in self.state_paths:
-            found.add(STATE)
-        if path in self.self_paths:
-            found.add(SELF)
         segments = path.split("/")
         if any(s in BLOCKED_SEGMENTS for s in segments):
             found |= {BLOCKED, BLOCKED_READ}
@@ -167,45 +104,31 @@ class Protection:
             found.add(BLOCKED_READ)
         if any(_inside(path, d) for d in self.code_dirs):
             found.add(CODE)
-        if any(_inside(path, d) for d in self.skills_dirs) or (rel is not None and _inside(rel, "skills")):
-            found.add(SKILLS)
         found |= self._inode_tags(path)
         return frozenset(found)
 
-    def glob_tags(self, directory: str, pattern: str) -> frozenset[str]:
-        """Tags of the protected home files a glob ``pattern`` in ``directory`` could name."""
-        rel = self.home_relative(directory)
-        if rel != "":
-            return frozenset()
-        found: set[str] = set()
-        for name in (*HOME_STATE_NAMES, *HOME_SELF_NAMES):
-            if fnmatch.fnmatchcase(name, pattern):
-                found |= self.tags(os.path.join(directory, name))
+    def _name_tags(self, path: str) -> frozenset[str]:
+        """Tags from the home's list and the configured paths alone."""
+        rel = self.home_relative(path)
+        found = set()
+        if rel is not None and any(_inside(rel, entry) for entry in HOME_PROTECTED):
+            found.add(STATE)
+        if rel in HOME_SECRETS:
+            found.add(SECRET)
+        if any(_inside(path, p) for p in self.state_paths):
+            found.add(STATE)
         return frozenset(found)
 
     def _protected_inodes(self) -> dict[tuple[int, int], frozenset[str]]:
         """Inodes of the protected files that exist now, so a hard link to one is recognised."""
         inodes: dict[tuple[int, int], frozenset[str]] = {}
-        names = (*HOME_STATE_NAMES, *HOME_SELF_NAMES)
-        candidates = [os.path.join(self.home_root, n) for n in names] + sorted(self.state_paths | self.self_paths)
-        for candidate in candidates:
+        for candidate in [os.path.join(self.home_root, n) for n in HOME_PROTECTED] + list(self.state_paths):
             try:
                 st = os.stat(candidate)
             except OSError:
                 continue
-            inodes[(st.st_dev, st.st_ino)] = self.tags_by_name(candidate)
+            inodes[(st.st_dev, st.st_ino)] = self._name_tags(candidate)
         return inodes
-
-    def tags_by_name(self, path: str) -> frozenset[str]:
-        rel = self.home_relative(path) or ""
-        found = set()
-        if rel in HOME_SECRET_NAMES:
-            found |= {SECRET, STATE}
-        if rel in HOME_STATE_NAMES or path in self.state_paths:
-            found.add(STATE)
-        if rel in HOME_SELF_NAMES or path in self.self_paths:
-            found.add(SELF)
-        return frozenset(found)
 
     def _inode_tags(self, path: str) -> frozenset[str]:
         if not self._inodes:
@@ -217,15 +140,15 @@ class Protection:
         return self._inodes.get((st.st_dev, st.st_ino), frozenset())
 
 
-def protection_for(env) -> Protection:  # env: PolicyEnv (kept untyped to avoid an import cycle)
-    """The ``Protection`` for a policy environment: its home, workspace, ``dbPath`` and heartbeat file."""
-    from automaton_min.home import Home
-
+def protection_for(env: PolicyEnv) -> Protection:
+    """The ``Protection`` for a policy environment: its home, workspace, ``dbPath``, heartbeat file and skills."""
     home = Home(env.home)
+
     def configured(key: str, default: str) -> Path:
         value = env.setting(key)
         return home.resolve(value if isinstance(value, str) and value else default)
 
-    return Protection(env.home, env.workspace, db_path=configured("dbPath", "state.db"),
-                      heartbeat_path=configured("heartbeatConfigPath", "heartbeat.yml"),
-                      skills_dir=configured("skillsDir", "skills"))
+    db = configured("dbPath", "state.db")
+    return Protection(env.home, env.workspace, configured=(
+        db, Path(f"{db}-wal"), Path(f"{db}-shm"), configured("heartbeatConfigPath", "heartbeat.yml"),
+        configured("skillsDir", "skills")))

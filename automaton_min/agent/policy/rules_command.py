@@ -1,57 +1,118 @@
-"""Command safety rules (priority 300): what ``exec`` may run, and shell syntax where none belongs.
+"""Command rule (priority 300): a short list of commands refused where the kernel does not confine ``exec``.
 
-``command.forbidden_patterns`` hands the command to ``CommandJudge`` (see
-``commands.py`` for exactly what is denied and what is allowed, and why):
-``FORBIDDEN_COMMAND`` for what would harm the agent, ``OBFUSCATED_COMMAND`` for
-decoded data that is run. ``command.shell_injection`` refuses shell
-metacharacters in arguments that tools paste into commands
-(``SHELL_INJECTION_DETECTED``).
+Where commands run confined (Landlock or the namespace fallback, ``confine/``), or in a Conway sandbox that is not
+the daemon's own machine, the kernel is the guard and this rule refuses nothing: ``tests/e2e/test_theft_corpus.py``
+shows the kernel holds alone. Where they run unconfined (``unconfinedExec``; the daemon's own Conway sandbox),
+``FORBIDDEN`` refuses what would plainly harm the agent: deleting or changing its home, reading its keys,
+stopping it or its machine, wrecking its database, a fork bomb, running decoded data (``FORBIDDEN_COMMAND``).
+It is a speed bump, read on the command's text with quotes and backslashes taken out: a program the agent writes
+and then runs can still do anything the agent's user may. It never refuses ordinary work.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
+from typing import Any
 
-from automaton_min.agent.policy.commands import CommandJudge
-from automaton_min.agent.policy.engine import PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
-from automaton_min.agent.policy.paths import protection_for
+from automaton_min.agent.policy.types import VALIDATION_FAILED, PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
 
 PRIORITY = 300
-SHELL_INJECTION_DETECTED = "SHELL_INJECTION_DETECTED"
-EXEC_TOOLS = ("exec",)
+FORBIDDEN_COMMAND = "FORBIDDEN_COMMAND"
 
-# Arguments some tools place inside a shell command (as in the reference).
-INJECTION_FIELDS: dict[str, tuple[str, ...]] = {
-    "pull_upstream": ("commit",),
-    "install_npm_package": ("package",),
-    "install_mcp_server": ("package", "name"),
-    "install_skill": ("name", "url"),
-    "create_skill": ("name",),
-    "remove_skill": ("name",),
-}
-SHELL_METACHARACTERS = re.compile(r"[;&|`$(){}<>\n\r]")
+# Parts of one simple command: no separator between the verb and what it names.
+_ARGS = r"[^;&|\n]*"
+_TABLES = r"(?:turns|tool_calls|kv|identity|policy_decisions|spend_tracking|payment_intents|transactions|" \
+          r"inbox_messages|schema_version|soul_history)"
+_SELF = r"(?<![./])automaton"  # the program or its service, not a path through the home
+# (pattern, why); ``{H}`` is the agent's home as a command may name it (see ``_home_names``).
+FORBIDDEN = (
+    (r"\brm\s+(?:-\S+\s+)*(?:--no-preserve-root\s+)?/\*?(?:\s|$)", "deletes the whole filesystem"),
+    (rf"\b(?:rm|rmdir|unlink|shred|truncate|mv|chmod|chown|chattr)\b{_ARGS}{{H}}",
+     "deletes or changes the agent's home"),
+    (rf"(?:>|\btee\b{_ARGS}|\bsed\s+-i{_ARGS}|\bdd\b{_ARGS}\bof=)\s*{{H}}", "writes into the agent's home"),
+    (rf"\b(?:cp|ln|install|rsync)\b{_ARGS}\s{{H}}\S*\s*(?:$|[;&|\n])", "writes into the agent's home"),
+    (rf"\b(?:tar|zip|7z|grep|egrep|rg|ag|scp|rsync|curl|wget)\b{_ARGS}{{H}}/?(?:\s|$)",
+     "archives, searches or sends the agent's home as a whole"),
+    (r"wallet\.json", "names the wallet (wallet.json)"),
+    (r"automaton\.json", "names the configuration, which may hold API keys (automaton.json)"),
+    (r"{H}/config\.json", "names the provisioned API key (config.json in the home)"),
+    (r"(?:^|[\s/<>=@:])\.env(?:\.(?!example\b|sample\b|template\b|dist\b)[\w.-]+)?(?=$|[\s;&|)<>])",
+     "names a .env file"),
+    (r"(?:^|[\s/='])\.(?:ssh|gnupg|aws|kube)/|/etc/g?shadow\b",
+     "reads credentials (.ssh, .gnupg, .aws, .kube, shadow)"),
+    (r"/proc/[^/\s]+/(?:environ|mem)\b", "reads a process's environment or memory"),
+    (r"(?i)\b(?:drop|truncate)\s+table\b", "destroys a database table"),
+    (rf"(?i)\b(?:delete\s+from|update|insert\s+(?:or\s+\w+\s+)?into)\s+(?:main\.)?\W?{_TABLES}\b",
+     "rewrites the agent's own records"),
+    (rf"\b(?:pkill|killall)\b{_ARGS}(?:{_SELF}|python)", "stops the agent"),
+    (rf"\bkill\b{_ARGS}(?:\$\{{?PPID\b|\s-1(?:\s|$)|{_SELF})", "stops the agent (its parent, or every process)"),
+    (rf"\b(?:systemctl|service)\b(?={_ARGS}{_SELF}){_ARGS}\b(?:stop|disable|kill|mask|restart|edit|revert)\b",
+     "stops or changes the agent's service"),
+    (r"systemd/[^\s;&|]*automaton", "changes the agent's service unit"),
+    (r"(?:^|[;&|(\n]\s*|\bsudo\s+)(?:shutdown|poweroff|halt|reboot)\b", "shuts the machine down"),
+    (r"(\w+|:)\s*\(\)\s*\{[^}]*\1\s*\|\s*\1\s*&", "is a fork bomb"),
+    (r"\bmkfs(?:\.\w+)?\b|\bdd\b[^;&|\n]*\bof=/dev/(?:sd|hd|vd|xvd|nvme|mmcblk)", "overwrites a disk"),
+    (r"(?:base64\s+(?:-d|--decode)|xxd\s+-r|openssl\s+\S+\s+-d)[^\n]*\|\s*(?:sudo\s+)?\w*sh\b",
+     "runs decoded data as a script"),
+)
+
+
+def _home_names(home: str, workspace: str) -> str:
+    """How a command may name the home (any ``.automaton`` directory, its real path, its path from the workspace),
+    and not the workspace when it lies inside the home."""
+    names = {re.escape(home)} | ({re.escape(os.path.relpath(home, workspace))} if home != workspace else set())
+    alternatives = "|".join(sorted(names, key=len, reverse=True))
+    inside = os.path.relpath(workspace, home)
+    spare = "" if inside.startswith("..") else rf"(?!/{re.escape(inside)}(?:/|\s|$))"
+    return rf"(?:[^\s;&|<>]*\.automaton\b|{alternatives})(?![\w.-]){spare}"
+
+
+@lru_cache(maxsize=8)
+def _compiled(home: str, workspace: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The list for one home and workspace, compiled on first use (never at import)."""
+    names = _home_names(home, workspace)
+    return tuple((re.compile(pattern.replace("{H}", names)), why) for pattern, why in FORBIDDEN)
+
+
+def _plain(command: str) -> str:
+    """The command with quotes and backslashes taken out and ``${HOME}``/``${IFS}`` spelled plainly."""
+    text = re.sub(r"[\"'\\]", "", command)
+    return re.sub(r"\$\{?IFS\}?", " ", text.replace("${HOME}", "$HOME"))
+
+
+def forbidden(command: str, home: str, workspace: str) -> str | None:
+    """Why ``command`` is refused where it would run unconfined, or ``None``."""
+    text = _plain(command)
+    for pattern, why in _compiled(os.path.realpath(home), os.path.realpath(workspace)):
+        if pattern.search(text):
+            return why
+    return None
+
+
+def kernel_confines(sandbox: Any, own_sandbox_id: str = "") -> bool:
+    """Whether the kernel keeps ``sandbox``'s commands from the agent's home: confined locally, or run in a Conway
+    sandbox that is not the machine the daemon runs on (``own_sandbox_id``)."""
+    if getattr(sandbox, "confined", False):
+        return True
+    if getattr(sandbox, "is_local", True):
+        return False  # unconfinedExec, or no confinement at all
+    return not own_sandbox_id or getattr(sandbox, "sandbox_id", None) != own_sandbox_id
 
 
 def _forbidden_patterns(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     command = request.arguments.get("command")
     if not isinstance(command, str):
-        return deny("VALIDATION_FAILED", "command must be text")
-    finding = CommandJudge(protection_for(env)).analyze(command).finding
-    return deny(finding.code, f"Blocked: {finding.message}") if finding else None
-
-
-def _shell_injection(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
-    for name in INJECTION_FIELDS.get(request.tool, ()):
-        value = request.arguments.get(name)
-        if isinstance(value, str) and SHELL_METACHARACTERS.search(value):
-            return deny(SHELL_INJECTION_DETECTED, f"{name} contains shell syntax")
-    return None
+        return deny(VALIDATION_FAILED, "command must be text")
+    if env.commands_confined:
+        return None
+    why = forbidden(command, str(env.home), str(env.workspace))
+    return deny(FORBIDDEN_COMMAND, f"Blocked: the command {why}; commands here run unconfined") if why else None
 
 
 def command_rules() -> list[Rule]:
     return [
-        Rule("command.forbidden_patterns", PRIORITY, tools(*EXEC_TOOLS), _forbidden_patterns,
-             "exec may not harm the agent, read its secrets or run decoded data"),
-        Rule("command.shell_injection", PRIORITY, tools(*INJECTION_FIELDS), _shell_injection,
-             "no shell syntax in arguments that end up in a command"),
+        Rule("command.forbidden_patterns", PRIORITY, tools("exec"), _forbidden_patterns,
+             "where the kernel does not confine exec, it may not harm the agent or read its keys"),
     ]

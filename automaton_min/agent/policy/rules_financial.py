@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import apsw
 
-from automaton_min.agent.policy.engine import (
+from automaton_min.agent.policy.rules_validation import is_whole_number
+from automaton_min.agent.policy.types import (
     DB_UNAVAILABLE,
+    VALIDATION_FAILED,
     Applies,
     PolicyEnv,
     PolicyRequest,
@@ -31,7 +33,6 @@ from automaton_min.agent.policy.engine import (
     quarantine,
     tools,
 )
-from automaton_min.agent.policy.rules_validation import VALIDATION_FAILED, is_whole_number
 from automaton_min.errors import RuntimeFailure
 from automaton_min.net.url import UnreadableUrl, read_url
 from automaton_min.treasury import money_out as out

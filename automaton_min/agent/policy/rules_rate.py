@@ -9,9 +9,8 @@ that cannot be counted is not a limit.
 
 - ``rate.genesis_prompt_daily``: ``update_genesis_prompt`` at most once in 24 h
   (``RATE_LIMIT_GENESIS``).
-- ``rate.self_mod_hourly``: ``edit_own_file`` at most 10 times an hour
-  (``RATE_LIMIT_SELF_MOD``).
-- ``rate.spawn_daily``: ``spawn_child`` at most 3 times in 24 h (``RATE_LIMIT_SPAWN``).
+- ``rate.spawn_daily``: ``spawn_child`` at most 3 times in 24 h (``RATE_LIMIT_SPAWN``); for the children issue,
+  which adds the tool.
 - ``rate.dangerous_hourly``: any tool of risk ``dangerous`` at most 60 times an
   hour (``RATE_LIMIT_TOOL``): a runaway loop stops before it does much.
 
@@ -23,7 +22,7 @@ from __future__ import annotations
 
 import apsw
 
-from automaton_min.agent.policy.engine import (
+from automaton_min.agent.policy.types import (
     DB_UNAVAILABLE,
     Applies,
     PolicyEnv,
@@ -38,7 +37,6 @@ from automaton_min.treasury.spend import DAY_MS, HOUR_MS
 
 PRIORITY = 600
 RATE_LIMIT_GENESIS = "RATE_LIMIT_GENESIS"
-RATE_LIMIT_SELF_MOD = "RATE_LIMIT_SELF_MOD"
 RATE_LIMIT_SPAWN = "RATE_LIMIT_SPAWN"
 RATE_LIMIT_TOOL = "RATE_LIMIT_TOOL"
 DANGEROUS_PER_HOUR = 60
@@ -71,9 +69,7 @@ def rate_rules() -> list[Rule]:
     return [
         Rule("rate.genesis_prompt_daily", PRIORITY, tools("update_genesis_prompt"),
              limit(RATE_LIMIT_GENESIS, 1, DAY_MS, "24 hours"), "the purpose changes at most once a day"),
-        Rule("rate.self_mod_hourly", PRIORITY, tools("edit_own_file"),
-             limit(RATE_LIMIT_SELF_MOD, 10, HOUR_MS, "hour"), "self-modification at most 10 times an hour"),
-        Rule("rate.spawn_daily", PRIORITY, tools("spawn_child"),
+        Rule("rate.spawn_daily", PRIORITY, tools("spawn_child"),  # for the children issue
              limit(RATE_LIMIT_SPAWN, 3, DAY_MS, "24 hours"), "at most 3 children a day"),
         Rule("rate.dangerous_hourly", PRIORITY, Applies(risks=frozenset({"dangerous"})),
              limit(RATE_LIMIT_TOOL, DANGEROUS_PER_HOUR, HOUR_MS, "hour"), "dangerous tools at most 60 times an hour"),

@@ -6,28 +6,15 @@ rules hold even when a tool's schema is looser, or the engine is called directly
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from automaton_min.agent.policy.engine import (
-    PolicyEnv,
-    PolicyRequest,
-    Rule,
-    Verdict,
-    deny,
-    tools,
-)
+from automaton_min.agent.policy.types import VALIDATION_FAILED, PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
 from automaton_min.chain.address import is_address
 from automaton_min.cron import CronError, parse
 
-VALIDATION_FAILED = "VALIDATION_FAILED"
 PRIORITY = 100
 
-PACKAGE_NAME = re.compile(r"[@a-zA-Z0-9._/-]+")
-SKILL_NAME = re.compile(r"[a-zA-Z0-9-]+")
-GIT_HASH = re.compile(r"[a-f0-9]{7,40}")
-
-# Which argument of which tool must be an EVM address, and whether it is required.
+# Which argument of which tool must be an EVM address, and whether it is required (fund_child: the children issue).
 ADDRESS_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "transfer_credits": (("to_address", True),),
     "send_message": (("to_address", True),),
@@ -36,7 +23,7 @@ ADDRESS_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
 # Which argument of which tool is an amount that must be a positive whole number.
 AMOUNT_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "transfer_credits": (("amount_cents", True),),
-    "fund_child": (("amount_cents", False),),
+    "fund_child": (("amount_cents", False),),  # for the children issue
     "topup_credits": (("amount_usd", True),),
     "x402_fetch": (("max_payment_cents", False),),
 }
@@ -84,18 +71,6 @@ def _cron_expression(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     return None
 
 
-def _pattern_rule(field_names: tuple[str, ...], pattern: re.Pattern[str], what: str):
-    def check(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
-        for name in field_names:
-            value = request.arguments.get(name)
-            if value is None:
-                continue
-            if not isinstance(value, str) or not pattern.fullmatch(value):
-                return deny(VALIDATION_FAILED, f"{name} must be {what}")
-        return None
-    return check
-
-
 def validation_rules() -> list[Rule]:
     return [
         Rule("validate.address_format", PRIORITY, tools(*ADDRESS_FIELDS), _address_format,
@@ -105,11 +80,4 @@ def validation_rules() -> list[Rule]:
         Rule("validate.port_range", PRIORITY, tools("expose_port", "remove_port"), _port_range, "ports are 1-65535"),
         Rule("validate.cron_expression", PRIORITY, tools("modify_heartbeat"), _cron_expression,
              "heartbeat schedules are 5-field cron expressions"),
-        Rule("validate.package_name", PRIORITY, tools("install_npm_package", "install_mcp_server"),
-             _pattern_rule(("package",), PACKAGE_NAME, "a package name (letters, digits, @ . _ / -)"),
-             "package names carry no shell syntax"),
-        Rule("validate.skill_name", PRIORITY, tools("install_skill", "create_skill", "remove_skill"),
-             _pattern_rule(("name",), SKILL_NAME, "letters, digits and dashes"), "skill names are plain"),
-        Rule("validate.git_hash", PRIORITY, tools("pull_upstream"),
-             _pattern_rule(("commit",), GIT_HASH, "a 7-40 digit lowercase hex commit hash"), "commits are hashes"),
     ]

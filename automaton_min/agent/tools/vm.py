@@ -22,6 +22,7 @@ from typing import Any
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.jobs import STOP_JOB, start_background
 from automaton_min.agent.tools.loop_control import need, object_schema
+from automaton_min.confine.protected import HOME_SECRETS, is_key_name, is_secret_name
 from automaton_min.conway.sandbox import ExecResult
 from automaton_min.errors import RuntimeFailure
 
@@ -33,10 +34,6 @@ MAX_PATH_CHARS = 4096
 MAX_WRITE_CHARS = 1_000_000
 MAX_READ_BYTES = 1 << 20  # local mode: bigger files are refused instead of loaded whole into memory
 
-SECRET_NAMES = frozenset({"wallet.json", "automaton.json", ".env"})
-SECRET_SUFFIXES = (".key", ".pem")
-SECRET_PREFIXES = ("private-key",)
-HOME_SECRET_NAMES = frozenset({"config.json"})  # the provisioned API key, inside an automaton home
 PROTECTED_NAMES = frozenset({"wallet.json", "automaton.json", "constitution.md", "state.db", "state.db-wal", "state.db-shm"})
 AUTOMATON_DIR = ".automaton"
 
@@ -48,11 +45,9 @@ PORT = {"type": "integer", "minimum": 1, "maximum": 65535, "description": "TCP p
 
 def _is_secret(path: str, home: Any) -> bool:
     name = PurePosixPath(path).name
-    lowered = name.lower()
-    if name in SECRET_NAMES or lowered.endswith(SECRET_SUFFIXES) or lowered.startswith(SECRET_PREFIXES):
+    if is_secret_name(name) or is_key_name(name):
         return True
-    parent = PurePosixPath(path).parent.name
-    if name in HOME_SECRET_NAMES and parent == AUTOMATON_DIR:
+    if name in HOME_SECRETS and PurePosixPath(path).parent.name == AUTOMATON_DIR:  # config.json: the API key
         return True
     return home is not None and Path(path) in (home.wallet_path, home.config_path, home.api_key_path)
 
