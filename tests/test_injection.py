@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automaton_min.agent.injection import (
+from automaton_min.social.injection import (
     DEFAULT_LIMITER,
     MAX_MESSAGE_BYTES,
     PLACEHOLDER,
@@ -23,7 +23,7 @@ from automaton_min.agent.injection import (
     source_label,
     threat_level,
 )
-from automaton_min.agent.injection_patterns import FAMILIES
+from automaton_min.social.injection_patterns import FAMILIES
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "injection_corpus.json").read_text(encoding="utf-8"))
 ATTACKS = CORPUS["attacks"]
@@ -118,7 +118,7 @@ def test_importing_the_defence_compiles_no_pattern() -> None:
         "        seen.append(pattern)\n"
         "    return real(pattern, flags)\n"
         "re._compile = spy\n"
-        "from automaton_min.agent.injection import sanitize\n"
+        "from automaton_min.social.injection import sanitize\n"
         "print(len(seen))\n"
         "sanitize('hi', 'peer', now_ms=0)\n"
         "print(len(seen))\n"

@@ -179,7 +179,7 @@ def test_the_same_call_asked_for_again_by_a_message_is_run(agent_for, model, hom
 
 
 def test_each_message_has_a_line_of_its_own_so_a_long_one_cannot_hide_the_next(agent_for, model, clock) -> None:
-    from automaton_min.agent import intake
+    from automaton_min.social import receive as intake
 
     agent = agent_for(**SMALL)
     stranger = "0x" + "ab" * 20

@@ -175,7 +175,7 @@ class RuntimeHooks:
 
     def clean_result(self, text: str, source: str, now_ms: int) -> str:
         """Key material scrubbed first (a second line behind confinement), then the injection defence."""
-        from automaton_min.agent.injection import sanitize
+        from automaton_min.social.injection import sanitize
 
         if self.key_guard is not None:
             text = self.key_guard.scrub(text)
@@ -187,7 +187,7 @@ class RuntimeHooks:
         return self.key_guard.redact(value) if self.key_guard is not None else value
 
     def clean_instruction(self, text: str) -> str:
-        from automaton_min.agent.injection import sanitize
+        from automaton_min.social.injection import sanitize
 
         return sanitize(text, "self", "instruction", now_ms=self.now()).content
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from automaton_min.agent.intake import receive
+from automaton_min.social.receive import receive
 from automaton_min.chain.address import is_address
 from automaton_min.clock import from_iso, to_iso
 from automaton_min.social import approvals

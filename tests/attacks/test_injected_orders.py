@@ -13,7 +13,7 @@ import pytest
 
 from attack_kit import KeyWatch, finish, request_bodies, stored_calls, tool_messages, turn
 from attack_kit import model, relay  # noqa: F401 (fixtures)
-from automaton_min.agent.intake import receive
+from automaton_min.social.receive import receive
 from conftest import CREATOR
 from standins.conway_api import ConwayApi
 

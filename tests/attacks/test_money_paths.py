@@ -22,7 +22,7 @@ import pytest
 
 from attack_kit import finish, stored_calls, turn
 from attack_kit import model, relay  # noqa: F401 (fixtures)
-from automaton_min.agent.intake import receive
+from automaton_min.social.receive import receive
 from automaton_min.clock import system_now
 from conftest import CREATOR, RunningAgent, keep_offline
 from faults.support import SCRIPTED

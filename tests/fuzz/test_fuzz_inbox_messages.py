@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from automaton_min.agent.injection import MAX_MESSAGE_BYTES, RateLimiter, Sanitized, sanitize
-from automaton_min.agent.intake import receive
+from automaton_min.social.injection import MAX_MESSAGE_BYTES, RateLimiter, Sanitized, sanitize
+from automaton_min.social.receive import receive
 
 CORPUS = json.loads((Path(__file__).parent.parent / "data" / "injection_corpus.json").read_text())
 TEXTS = [entry["text"] for entry in CORPUS["attacks"] + CORPUS["harmless"]]

@@ -37,8 +37,8 @@ BLOCKED_READ_PREFIXES = ("/etc/shadow", "/etc/gshadow")
 _PROC_SECRET = re.compile(r"/proc/[^/]+/(environ|mem|auxv)\Z")
 
 # The code that polices the agent: this package and the injection defence.
-_AGENT_DIR = Path(__file__).resolve().parent.parent
-CODE_DIRS = (Path(__file__).resolve().parent, _AGENT_DIR / "injection.py", _AGENT_DIR / "injection_patterns.py")
+_SOCIAL_DIR = Path(__file__).resolve().parents[2] / "social"
+CODE_DIRS = (Path(__file__).resolve().parent, _SOCIAL_DIR / "injection.py", _SOCIAL_DIR / "injection_patterns.py")
 
 
 def _inside(path: str, root: str) -> bool:

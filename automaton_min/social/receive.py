@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.agent.injection import RateLimiter, sanitize
+from automaton_min.social.injection import RateLimiter, sanitize
 from automaton_min.log import get_logger
 from automaton_min.store.inbox import insert_message
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Iterable
 
-from automaton_min.agent import injection_patterns as table
+from automaton_min.social import injection_patterns as table
 
 MAX_MESSAGE_BYTES = 50 * 1024
 RATE_LIMIT_MESSAGES = 10
@@ -132,6 +132,7 @@ def _compiled() -> SimpleNamespace:
         (rf"{lb}\s*{_tolerant('system')}\s*{rb}", "[system-tag-removed]"),
         (r"^([ \t]*)\[(?:external )?message from [^\]\n]{0,120}\][ \t]*:", r"\1[label-removed]:"),  # forged wrappers
         (r"^([ \t]*)\[blocked:[^\]\n]{0,200}\]", r"\1[label-removed]"),
+        (rf"{lt}{bar}", "< |"),  # what is left of a token opener (one whose middle was a control character)
     )
     return SimpleNamespace(
         escapes=tuple((re.compile(p, re.IGNORECASE | re.MULTILINE), r) for p, r in escapes),
