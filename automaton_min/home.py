@@ -78,7 +78,8 @@ class Home:
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except PermissionError:
-            raise UserError(f"cannot create home {self.root}: permission denied; pass --home with a writable path") from None
+            raise UserError(f"cannot create home {self.root}: permission denied; "
+                            "pass --home with a writable path") from None
         if file_mode(self.root) & 0o077:
             os.chmod(self.root, 0o700)
 

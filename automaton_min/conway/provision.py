@@ -67,7 +67,8 @@ def provision(home: Home, wallet: Wallet, api_url: str, now: Clock = system_now,
               progress: Callable[[str], None] | None = None) -> ProvisionResult:
     """Sign in to Conway with ``wallet`` and save a new API key in the home; ``progress`` hears of each step."""
     base = api_url.rstrip("/")
-    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout), progress)
+    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout),
+                       progress)
     nonce = _field(nonce_body, "nonce", 1, "get a sign-in nonce")
     try:
         message = SiweMessage(

@@ -27,7 +27,8 @@ class ContextFactory:
                  now: Clock = system_now, relay: Any = None, metrics: Any = None,
                  tier_of: Callable[["Database"], str] | None = None) -> None:
         self.home, self.config, self.wallet, self.now = home, config, wallet, now
-        self.wallet_address = wallet_address or (wallet.address if wallet is not None else config.get("walletAddress", ""))
+        self.wallet_address = wallet_address or (wallet.address if wallet is not None
+                                                 else config.get("walletAddress", ""))
         self.relay, self.metrics = relay, metrics
         self.tier_of = tier_of
 

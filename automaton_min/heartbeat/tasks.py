@@ -150,7 +150,8 @@ def _act_on_credits(ctx: TaskContext, cents: int, now_ms: int) -> TaskResult:
         set_agent_state(ctx.db, "dead", now_ms, reason=dead_reason)
         return TaskResult(f"dead at {dollars(cents)}", wake=dead_reason)
     if previous and previous != tier and tier == "critical":
-        return TaskResult(f"credits {dollars(cents)} ({tier})", wake=f"Credits dropped to critical tier: {dollars(cents)}")
+        return TaskResult(f"credits {dollars(cents)} ({tier})",
+                          wake=f"Credits dropped to critical tier: {dollars(cents)}")
     return TaskResult(f"credits {dollars(cents)} ({tier})")
 
 

@@ -17,7 +17,8 @@ TRANSFERS_KEY = "transfers_this_turn"  # in LoopControl.extra: transfers the too
 
 HINTS = {
     "sandbox": "no sandbox is attached to this run",
-    "conway": "the Conway API is not configured (local mode without an API key); the creator can run: automaton-min provision",
+    "conway": "the Conway API is not configured (local mode without an API key); "
+              "the creator can run: automaton-min provision",
     "home": "the home directory is not known to this run",
     "wallet_address": "the wallet address is not known to this run",
     "balances": "no balance reader is attached to this run (USDC is read through rpcUrl)",
@@ -85,6 +86,7 @@ def change_config(ctx: ToolContext, apply: Callable[[MutableMapping[str, Any]], 
     except (AutomatonError, OSError) as exc:
         raise ToolFailure(f"the configuration was not changed: {exc}") from None
     live = ctx.config
-    layers = [live.stored, live.values] if isinstance(live, Config) else [live] if isinstance(live, MutableMapping) else []
+    layers = ([live.stored, live.values] if isinstance(live, Config)
+              else [live] if isinstance(live, MutableMapping) else [])
     for layer in layers:
         apply(layer)
