@@ -53,11 +53,8 @@ class Home:
         return self.root / "state.db"
 
     def resolve(self, configured: str) -> Path:
-        """Resolve a path from the config.
-
-        ``~/.automaton/...`` (the reference runtime's literal home) means this home,
-        so a moved or relocated home keeps working; other ``~`` paths expand as
-        usual; relative paths are relative to this home.
+        """Resolve a path from the config: ``~/.automaton/...`` (the reference's literal home) means this home, so a
+        relocated home keeps working; other ``~`` paths expand as usual; relative paths are relative to this home.
         """
         if configured.startswith(REFERENCE_HOME_PREFIX):
             return self.root / configured[len(REFERENCE_HOME_PREFIX):]

@@ -1,7 +1,5 @@
-"""Building a task's ``TaskContext`` from the worker thread's own database connection.
-
-Clients that remember things in the database (the Conway client keeps the last
-balance; the payer writes intents) are made per run on that connection, because a
+"""Building a task's ``TaskContext`` from the worker thread's own database connection. Clients that remember things in
+the database (the Conway client's last balance, the payer's intents) are made per run on that connection, because a
 ``Database`` belongs to the thread that opened it.
 """
 

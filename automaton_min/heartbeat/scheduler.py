@@ -66,9 +66,9 @@ def _owner_id() -> str:
 
 
 class Scheduler:
-    """See the module docstring. ``tasks`` maps task names to functions; ``extra_tasks`` (a dict others may fill
-    later, e.g. ``check_social_inbox``, ``report_metrics``) is looked up at run time. ``context_factory(db, stop)``
-    builds the ``TaskContext`` for one run from the worker's own connection."""
+    """``tasks`` maps task names to functions; ``extra_tasks`` (a dict others may fill later) is looked up at run time.
+    ``context_factory(db, stop)`` builds the ``TaskContext`` for one run from the worker's own connection.
+    """
 
     def __init__(self, home: "Home", config: "Config", db_path: Path, tasks: Mapping[str, TaskFunction],
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,

@@ -1,8 +1,5 @@
-"""The default heartbeat tasks and their schedule. None of them calls the model; they wake the agent only for work.
-
-Two defaults are written by others and passed to the scheduler as ``extra_tasks``:
-``check_social_inbox`` (social relay) and ``report_metrics`` (observability). A
-task whose function is missing in a run is skipped (recorded once, logged once).
+"""The default heartbeat tasks and their schedule (README: Heartbeat). ``check_social_inbox`` and ``report_metrics``
+live in their own modules and reach the scheduler as ``extra_tasks``.
 """
 
 from __future__ import annotations

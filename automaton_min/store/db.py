@@ -30,11 +30,8 @@ def open_database(
 ) -> Database:
     """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it.
 
-    ``quick_check`` reads every page, so its cost grows with the file; a short
-    read-only look (``status``) may skip it. The runtime and ``setup`` keep it;
-    ``doctor`` adds the full ``integrity_check``. ``read_only=True`` (for the read
-    commands) never creates, migrates or writes: a missing or empty file is a
-    ``DatabaseError``.
+    ``quick_check`` reads every page, so a short read-only look (``status``) may skip it. ``read_only=True`` never
+    creates, migrates or writes: a missing or empty file is a ``DatabaseError``.
     """
     path = Path(path)
     if read_only:

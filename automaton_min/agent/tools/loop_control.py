@@ -69,12 +69,10 @@ def setting(ctx: ToolContext, key: str, default: Any = None) -> Any:
 
 
 def change_config(ctx: ToolContext, apply: Callable[[MutableMapping[str, Any]], None]) -> None:
-    """Apply ``apply`` to ``automaton.json`` (saved atomically, validated first), then to the live configuration.
+    """Apply ``apply`` to ``automaton.json`` (validated, saved atomically), then to the live configuration.
 
-    The file is re-read from the home, so only what it holds (plus the change) is
-    written: never the process-only values (environment overrides, the provisioned
-    API key). The live configuration (``ctx.config``: a ``Config`` or the plain dict
-    the loop and the router share) changes only once the file is saved.
+    The file is re-read from the home, so only what it holds plus the change is written, never the process-only values
+    (environment overrides, the provisioned API key). The live configuration changes only once the file is saved.
     """
     from automaton_min.config import Config, load_config, save_config
 
