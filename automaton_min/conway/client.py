@@ -280,10 +280,8 @@ class ConwayClient:
     # ------------------------------------------------------------------ credits
 
     def credits_balance(self) -> int:
-        """The credit balance in cents, from the API (``balance_cents``, else ``credits_cents``).
-
-        An answer with neither is an error, never 0. With a ``db``, the value is
-        remembered in KV ``last_known_balance`` for ``credits``/``cached_credits``.
+        """The credit balance in cents, from ``balance_cents``, else ``credits_cents``; an answer with neither is an
+        error, never 0. With a ``db``, it is kept in KV ``last_known_balance`` for ``credits``/``cached_credits``.
         """
         path = "/v1/credits/balance"
         data = self._object("GET", path, self._request("GET", path))
@@ -299,9 +297,8 @@ class ConwayClient:
     def credits(self) -> CreditsReading:
         """The balance, live when the API answers, else the last known one (``fresh=False``).
 
-        Only an outage falls back (no answer, 408/429/5xx, an unusable answer); a
-        refusal such as 401 propagates. With no value to fall back on, the error
-        propagates: an outage never reads as zero credits.
+        Only an outage falls back (no answer, 408/429/5xx, an unusable answer); a refusal such as 401, or an outage with
+        nothing to fall back on, propagates: an outage never reads as zero credits.
         """
         try:
             cents = self.credits_balance()
@@ -333,10 +330,8 @@ class ConwayClient:
         set_value(self.db, BALANCE_KEY, orjson.dumps({"cents": cents, "at": to_iso(now)}).decode(), now)
 
     def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None) -> TransferResult:
-        """Send credits to another address, at most once.
-
-        POST ``/v1/credits/transfer``, then ``/v1/credits/transfers`` if the first
-        answers 404, both with the same ``Idempotency-Key``; no retries.
+        """Send credits to another address, at most once: POST ``/v1/credits/transfer``, then ``/v1/credits/transfers``
+        if the first answers 404, both with the same ``Idempotency-Key``; no retries.
         """
         if _int(amount_cents) is None or amount_cents <= 0:
             raise ValueError(f"amount_cents must be a positive whole number, got {amount_cents!r}")

@@ -1,7 +1,6 @@
-"""Provisioning a Conway API key by signing in with the wallet (SIWE): nonce -> verify -> api-keys.
-
-The key is saved to ``config.json`` in the home (mode 0600), where the reference
-runtime keeps it, and is used as ``conwayApiKey`` when the config has none.
+"""Provisioning a Conway API key by signing in with the wallet (SIWE: nonce -> verify -> api-keys). The key is saved to
+``config.json`` in the home (0600), where the reference keeps it, and serves as ``conwayApiKey`` when the config has
+none.
 """
 
 from __future__ import annotations

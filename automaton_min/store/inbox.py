@@ -143,10 +143,8 @@ def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, 
 
 
 def return_unread(db: "Database", ids: Iterable[str]) -> int:
-    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many.
-
-    For a turn that never reached the model (a budget refused it): nobody read them,
-    so they must neither be ``processed`` nor move closer to ``failed``.
+    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many. For a turn that
+    never reached the model (a budget refused it): nobody read them.
     """
     param = _ids_param(ids)
     if param == "[]":
@@ -161,10 +159,8 @@ def return_unread(db: "Database", ids: Iterable[str]) -> int:
 
 
 def return_in_flight(db: "Database") -> int:
-    """Put back every ``in_progress`` row with its try given back and no crash counted; returns how many.
-
-    For a live process whose turn could not be written (the disk was full): neither the
-    message nor a crash was the cause. Call it only when no turn is under way.
+    """Put back every ``in_progress`` row, its try given back and no crash counted; returns how many. For a live process
+    whose turn could not be written (a full disk); call it only when no turn is under way.
     """
     with db.transaction():
         rows = db.query("UPDATE inbox_messages SET status = 'received', retry_count = MAX(retry_count - 1, 0)"
@@ -173,11 +169,10 @@ def return_in_flight(db: "Database") -> int:
 
 
 def reclaim_stale(db: "Database") -> int:
-    """Put back every row left ``in_progress`` (by a crashed process); returns how many.
+    """Put back every row a crashed process left ``in_progress``, the try given back; returns how many.
 
-    Call it once at start, before the loop claims anything: at that moment no live
-    turn owns an ``in_progress`` row. The crashed attempt is not counted as a try; a
-    row that was in flight at ``POISON_CRASHES`` crashes becomes ``failed``.
+    Call it once at start, before the loop claims anything (no live turn owns a row then). A row that was in flight at
+    ``POISON_CRASHES`` crashes becomes ``failed``.
     """
     with db.transaction():
         rows = db.query(
