@@ -19,11 +19,9 @@ from automaton_min.log import get_logger
 
 BUSY_TIMEOUT_MS = 5000
 
-# Chosen for a Raspberry Pi on an SD card: WAL appends sequentially; NORMAL syncs
-# only at checkpoints (a crash never corrupts, a power cut may drop the last
-# commits, so money paths commit with ``durable=True``); temp tables in RAM; a
-# bounded page cache; the WAL truncated back to 4 MiB; no mmap (an I/O error on a
-# mapped page kills the process).
+# Chosen for a Raspberry Pi on an SD card: WAL appends sequentially; NORMAL syncs only at checkpoints (a crash never
+# corrupts, a power cut may drop the last commits, so money paths commit with ``durable=True``); temp tables in RAM;
+# a bounded page cache; the WAL truncated back to 4 MiB; no mmap (an I/O error on a mapped page kills the process).
 PRAGMAS: tuple[tuple[str, object], ...] = (
     ("journal_mode", "wal"),
     ("synchronous", "NORMAL"),
