@@ -179,7 +179,7 @@ def _notice(hidden: int, parts: ContextParts) -> str:
 
 
 class ContextAssembler:
-    """Assembles one turn's context (rules in the module docstring)."""
+    """Assembles one turn's context (the priorities: README, Memory)."""
 
     def __init__(self, retriever: MemoryRetriever | None = None, counter: TokenCounter | None = None) -> None:
         self.retriever = retriever

@@ -146,7 +146,7 @@ def _checked_pids(protected: Collection[int]) -> list[int]:
 
 
 def program(arch: Arch, protected: Collection[int] = ()) -> list[tuple[int, int, int, int]]:
-    """The filter for ``arch`` as BPF instructions; signals cannot reach ``protected`` (see the module's text)."""
+    """The filter for ``arch`` as BPF instructions; signals cannot reach ``protected`` (README: Security)."""
     pids = _checked_pids(protected)
     lines: list = [
         (LOAD_WORD, 0, 0, ARCH),

@@ -64,7 +64,7 @@ def refresh_gauges(db: "Database", metrics: Metrics, now_ms: int, *, credits: bo
 
 
 def turns_last_hour(db: "Database", metrics: Metrics, now_ms: int) -> int:
-    """Turns started in the last hour, or -1 when the agent is not expected to work (see the module's note)."""
+    """Turns started in the last hour, or -1 when the agent is not expected to work (README: Observability)."""
     if now_ms - metrics.started_ms < HOUR_MS or read_agent_state(db) == "dead":
         return -1
     until = get_value(db, SLEEP_UNTIL_KEY)

@@ -70,7 +70,7 @@ def llamacpp_context(base_url: str, send: Send) -> int | None:
 
 
 def ollama_context(base_url: str, model: str, send: Send) -> int | None:
-    """The context Ollama runs ``model`` with, from ``POST /api/show`` (rules in the module docstring)."""
+    """The context Ollama runs ``model`` with, from ``POST /api/show`` (README: Clients, model registry)."""
     data = _json(send("POST", f"{server_root(base_url)}/api/show", json={"model": model}, timeout=PROBE_TIMEOUT_S))
     if data is None:
         return None
