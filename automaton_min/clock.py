@@ -1,10 +1,5 @@
-"""The one clock and the one timestamp format used everywhere.
-
-Stored timestamps are UTC ISO-8601 text with milliseconds and a trailing ``Z``
-(``2026-11-22T10:15:30.250Z``): the format JavaScript's ``toISOString()`` writes,
-fixed-width, so text order is time order. SQLite produces it with ``SQL_NOW``.
-Code that needs the time takes a ``now`` callable returning epoch milliseconds,
-so tests can pass their own.
+"""The one clock and the one timestamp format (README: The home directory, timestamps); SQLite writes it with
+``SQL_NOW``. Code that needs the time takes a ``now`` callable returning epoch milliseconds.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A test-only crash hook: ``crash_point(name)`` kills this process with SIGKILL when ``AUTOMATON_CRASH_AT`` names it.
-
-``AUTOMATON_CRASH_AT=turn_committed`` dies the first time that point is reached; ``turn_committed:3`` the third
-time. Unset (every real run), the call is a near-free no-op: the variable is read once, at import.
-The crash harness (``tests/crash``, ``tests/bench/bench_crash.py``) uses it to kill ``automaton-min run`` at
-chosen points and then checks that a restart finds a consistent ``state.db``.
+"""A test-only crash hook: ``crash_point(name)`` kills this process with SIGKILL when ``AUTOMATON_CRASH_AT`` names it
+(README: Reliability). Unset, as in every real run, it is a near-free no-op: the variable is read once, at import.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Error types that carry the process exit code the CLI should use.
-
-A ``UserError`` is a mistake the user can fix (bad config, bad flag, missing file):
-exit 2. A ``RuntimeFailure`` is something that went wrong while doing the work
-(damaged database, I/O failure): exit 1. Both render as one line.
+"""Error types that carry the process exit code: a ``UserError`` (a mistake the user can fix) exits 2, a
+``RuntimeFailure`` (the work went wrong) exits 1; both render as one line.
 """
 
 from __future__ import annotations

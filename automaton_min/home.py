@@ -53,11 +53,8 @@ class Home:
         return self.root / "state.db"
 
     def resolve(self, configured: str) -> Path:
-        """Resolve a path from the config.
-
-        ``~/.automaton/...`` (the reference runtime's literal home) means this home,
-        so a moved or relocated home keeps working; other ``~`` paths expand as
-        usual; relative paths are relative to this home.
+        """Resolve a path from the config: ``~/.automaton/...`` (the reference's literal home) means this home, so a
+        relocated home keeps working; other ``~`` paths expand as usual; relative paths are relative to this home.
         """
         if configured.startswith(REFERENCE_HOME_PREFIX):
             return self.root / configured[len(REFERENCE_HOME_PREFIX):]
@@ -78,7 +75,8 @@ class Home:
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except PermissionError:
-            raise UserError(f"cannot create home {self.root}: permission denied; pass --home with a writable path") from None
+            raise UserError(f"cannot create home {self.root}: permission denied; "
+                            "pass --home with a writable path") from None
         if file_mode(self.root) & 0o077:
             os.chmod(self.root, 0o700)
 

@@ -1,9 +1,8 @@
 """ULIDs: sortable 26-character ids (48-bit millisecond time + 80 random bits).
 
-Monotonic within a millisecond: a second id for the same millisecond is the last one plus one, so ids made
-one after another for one time sort in the order they were made (two turns in one millisecond, or under a fixed
-test clock, keep their order). Ids for different times sort by time. (Each of the last 256 milliseconds used is remembered, so a fixed clock
-and a real one in one process do not disturb each other.)
+Monotonic within a millisecond: a second id for the same millisecond is the last one plus one, so ids made for one
+time (two turns in a millisecond, a fixed test clock) sort in the order they were made. The last 256 milliseconds
+used are remembered, so a fixed clock and a real one in one process do not disturb each other.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Logging: JSON lines for journald and pipes, a readable line on a terminal.
-
-Extra fields passed with ``extra={...}`` appear as keys of the JSON object (or as
-``key=value`` on a terminal). Every rendered line passes through a scrubber that
-replaces registered secrets, as a second line of defence behind code that never
-logs them in the first place.
+"""Logging: JSON lines for journald and pipes, a readable line on a terminal. ``extra={...}`` fields become keys (or
+``key=value``), and every line passes a scrubber of registered secrets, behind code that never logs them.
 """
 
 from __future__ import annotations

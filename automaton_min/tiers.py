@@ -1,8 +1,5 @@
-"""Survival tiers: the ONE mapping from credits to tier, used everywhere (prompt, router, heartbeat).
-
-Thresholds are the reference runtime's, in cents: above 500 high, above 50 normal,
-above 10 low_compute, 0 or more critical, below 0 dead. An unknown balance is not
-a tier: callers keep the last known one.
+"""Survival tiers: the one mapping from credits to tier, used everywhere (thresholds: README, Clients). An unknown
+balance is not a tier: callers keep the last known one.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Removing and measuring directory trees that an untrusted command made.
 
-Both walks are iterative and keep one directory of the tree open at a time.
-Going down opens a child by name relative to its parent's fd with
-``O_NOFOLLOW``; going up opens ``..`` and checks that it is the directory the
-walk came from (same ``st_dev`` and ``st_ino``), as fts(3) does. When it is not
-(the command moved a directory while the walk was inside it) or ``..`` cannot
-be opened, the walk goes down again from the root by the names it recorded,
-checking each, and forgets the levels that are no longer where they were.
+Both walks are iterative and hold a handful of fds (five at most) whatever the depth: one fd per level would hit the
+soft ``RLIMIT_NOFILE`` (often 1024) at a depth the command chooses. A child is opened by name relative to its
+parent's fd with ``O_NOFOLLOW``, so no path longer than one name reaches the kernel; going up opens ``..`` and checks
+it is the directory the walk came from (as fts(3) does), else the walk goes down again from the root by the names it
+recorded and forgets the levels that moved. Memory grows with the depth, never with the whole tree.
 
-Why not a stack of open fds, one per level: the command chooses the depth and
-the soft ``RLIMIT_NOFILE`` is often 1024, so a deep tree would make the walk
-fail with EMFILE (and starve the rest of the process of fds). This way a walk
-holds a handful of fds (five at most) whatever the depth, never passes the
-kernel a path longer than one name, and never follows a symlink. Memory grows with the depth
-and with the subdirectory names waiting at each level of the current path,
-never with the whole tree.
-
-Neither walk crosses into another filesystem (another ``st_dev``):
-``remove_tree`` does not empty a mount point (a bind mount would lose what it
-shows from elsewhere) and ``tree_size`` does not count past one. A bind mount
-of a directory on the same filesystem has the same ``st_dev`` and is not seen. ``path.parent`` is the caller's and is
+Neither walk crosses into another filesystem: ``remove_tree`` does not empty a mount point (a bind mount would lose
+what it shows from elsewhere); a bind mount from the same filesystem is not seen. ``path.parent`` is the caller's and
 trusted; from ``path``'s own name down nothing is followed.
 """
 
@@ -43,13 +31,10 @@ _PENDING_MAX = 10_000
 def remove_tree(path: Path) -> None:
     """Remove the directory ``path`` and everything in it; a missing ``path`` is fine.
 
-    Symlinks are unlinked, never followed; if ``path`` itself is a symlink or a
-    file, just it is removed. Directories the command left without access
-    (mode 000, or no write) get mode 0700 first. Entries that vanish meanwhile
-    are fine. Any other failure does not stop the removal: what can go, goes,
-    and then one ``OSError`` is raised with the errno and the path of the first
-    failure, its message saying how many entries failed (a directory left
-    non-empty by a failure inside counts too).
+    Symlinks are unlinked, never followed; if ``path`` itself is a symlink or a file, just it is removed. Directories
+    left without access get mode 0700 first; entries that vanish meanwhile are fine. Any other failure does not stop the
+    removal: what can go, goes, then one ``OSError`` carries the errno and path of the first failure and how many
+    entries failed.
     """
     path = Path(path)
     if path.name in ("", ".", ".."):
@@ -67,9 +52,8 @@ def remove_tree(path: Path) -> None:
 def tree_size(path: Path) -> int:
     """Disk use in bytes (``st_blocks * 512``, not apparent size) of the regular files under ``path``.
 
-    Hard links count once, symlinks are not followed, other filesystems are not
-    entered, directories that cannot be read are not counted, and a missing
-    ``path`` measures 0. If ``path`` is a regular file, its own disk use.
+    Hard links count once, symlinks are not followed, other filesystems are not entered, unreadable directories are not
+    counted, and a missing ``path`` measures 0. If ``path`` is a regular file, its own disk use.
     """
     path = Path(path)
     try:
@@ -83,11 +67,10 @@ def tree_size(path: Path) -> int:
 
 
 def largest(path: Path, limit: int = 3) -> list[tuple[str, int]]:
-    """The ``limit`` biggest files and directories directly under ``path``, biggest first.
+    """The ``limit`` biggest files and directories directly under ``path``, biggest first, ties by name.
 
-    Each is ``(name, bytes)`` with bytes as ``tree_size`` measures them, one
-    entry at a time (a file hard-linked from two entries counts in both). Ties
-    go by name. Symlinks and entries on another filesystem are left out.
+    Each is ``(name, bytes)`` as ``tree_size`` measures it, entry by entry (a file hard-linked from two entries counts
+    in both). Symlinks and entries on another filesystem are left out.
     """
     path = Path(path)
     try:

@@ -1,12 +1,8 @@
 """Reusable daemon threads: work goes to an idle one, and a thread is started only when none is idle.
 
-A worker that finishes goes back to the idle list *before* it sets the events it was given, so whoever waits
-on them and submits again right away finds it there: sequential work never needs a second thread. A new one
-is started only while every worker is busy (e.g. a call given up on at its deadline is still finishing).
-
-When the process may not start another thread (its pids cgroup is full: ``RuntimeError: can't start new
-thread``), the work runs inline in the caller instead of failing. A deadline or a cancel the caller meant to
-keep while waiting cannot then cut it short: it ends when the work does.
+A worker goes back to the idle list *before* it sets the events it was given, so sequential work never needs a
+second thread. When no thread can be started (the pids cgroup is full) the work runs in the caller, and a deadline
+or cancel the caller meant to keep cannot cut it short.
 """
 
 from __future__ import annotations

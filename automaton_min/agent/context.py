@@ -1,31 +1,8 @@
-"""The context manager: the messages a turn sends, within the prompt's token capacity, by priority.
+"""The context manager's assembly: the messages a turn sends, within the prompt's token capacity, by priority.
 
-Capacity is the route's context budget: the model's window, less the reply's reserve (the output limit: 4096
-by default, at most a quarter of a small window) and, for a model that does not use cl100k, the safety margin.
-
-What goes in, by priority (an item is left out only when everything above it is in):
-1. the system prompt and the tool schemas (always);
-2. the goals, the runtime's status block and the pending input (always; an input above half the capacity is cut);
-3. the last 3 turns (always), their tool results cut to fit (10,000, then 4,000, 2,000, ... 80 characters), next
-   to a reserve of 10% of the capacity for memories when they can;
-4. the retrieved memories (``MemoryRetriever``): 40% of what is left, or the reserve if that is more;
-5. the session summary of folded turns (at most 15% of the capacity);
-6. older turns, newest first, whole;
-7. compact references of the older turns that did not fit whole, then of recent wake events.
-When 1-3 cannot fit, the emergency context is the system prompt, the goals and status, the last turn (results cut)
-and the pending input; nothing else, and no model call is made for it.
-
-The order the model reads is prefix-stable: the system prompt (byte-identical from turn to turn), the summary
-(changes only when turns are folded), the turns oldest first (only appended to between folds), then one user
-message with everything that changes every turn (status, goals, memories, references, events) and the pending
-input. A local server's prompt cache then reuses everything before the last turn.
-
-Sizes are first estimated; only when the estimate of everything is within ``COUNT_BAND`` of the capacity is
-each part counted exactly (cl100k_base, cached per text), so a roomy context never loads the encoder.
-
-The recommendation: ``emergency`` when 1-3 did not fit; ``compress`` when every not-yet-folded turn whole,
-with 1-2, would leave less than 10% of the window as headroom (or there are more such turns than were loaded);
-``ok`` otherwise.
+README (Memory: the context manager, prefix-stable prompts) gives the priorities, the order the model reads and the
+recommendation. An item is left out only when everything above it is in; ``compress`` is also recommended when more
+turns are unfolded than were loaded.
 """
 
 from __future__ import annotations
@@ -202,7 +179,7 @@ def _notice(hidden: int, parts: ContextParts) -> str:
 
 
 class ContextAssembler:
-    """Assembles one turn's context (rules in the module docstring)."""
+    """Assembles one turn's context (the priorities: README, Memory)."""
 
     def __init__(self, retriever: MemoryRetriever | None = None, counter: TokenCounter | None = None) -> None:
         self.retriever = retriever
@@ -277,7 +254,8 @@ class ContextAssembler:
             tail = _tail(parts, pending_text, memories=memories, references=[r.reference for r in references],
                          events=events, notice=_notice(len(older) - len(kept) - len(references), parts))
             body = [m for block in reversed(kept) for m in block] + recent_messages
-            return tuple(system + summary + body + [tail.message]), size_of(system + summary + body, count) + tail.size(count)
+            return (tuple(system + summary + body + [tail.message]),
+                    size_of(system + summary + body, count) + tail.size(count))
 
         messages, size = build()
         used = size + tools_cost
@@ -300,8 +278,9 @@ class ContextAssembler:
             used = size + tools_cost
         compacted = Compacted(tuple(references))
         shown = tuple(t.id for t in turns[len(turns) - len(recent) - len(kept):])
-        util = Utilization(window, capacity, used, demand, len(shown), len(turns) - len(shown) + (1 if parts.more_turns else 0),
-                           len(references), compacted.ratio, capacity - used, memories.tokens, exact,
+        util = Utilization(window, capacity, used, demand, len(shown),
+                           len(turns) - len(shown) + (1 if parts.more_turns else 0), len(references),
+                           compacted.ratio, capacity - used, memories.tokens, exact,
                            "compress" if over else "ok")
         return AssembledContext(messages, util, shown, memories)
 
@@ -328,7 +307,8 @@ class ContextAssembler:
         return None
 
     def _emergency(self, parts: ContextParts, system: list[Message], tools_cost: int, pending_text: str | None,
-                   capacity: int, window: int, demand: int, count: Callable[[str], int], exact: bool) -> AssembledContext:
+                   capacity: int, window: int, demand: int, count: Callable[[str], int],
+                   exact: bool) -> AssembledContext:
         last = list(parts.turns[-1:])
         room = capacity - tools_cost - size_of(system, count)
         for share in (PENDING_SHARE, 0.25, 0.1):

@@ -1,8 +1,6 @@
-"""Loop controls: after each turn, decide whether to go on, warn the model, or sleep.
-
-Constants are the reference runtime's. Every sleep the controls decide carries its
-duration, so the loop always writes ``sleep_until`` (the reference sometimes
-forgot, and lost its warning message when it forced a sleep).
+"""Loop controls: after each turn, go on, warn the model, or sleep (the reference's constants; README: The agent). Every
+sleep carries its duration, so the loop always writes ``sleep_until`` (the reference sometimes forgot, and lost its
+warning message when it forced a sleep).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """A second line behind confinement: the wallet key and the API keys never reach the model, in any disguise.
 
-The confinement keeps commands away from the wallet and the configuration; this scrubs what does come back
-anyway, before it is stored or sent. It looks for pieces of at least ``WINDOW`` characters of:
-
-- the key in hex, in any case and with anything between the digits (spaces, colons, dashes, newlines:
-  ``' '.join(key)``, ``xxd``/``od`` dumps), forwards and reversed;
-- base64 of the key bytes and of the whole ``wallet.json``, at every alignment (so a copy inside a larger
-  base64 stream, such as ``tar | base64``, is found too), with line breaks ignored, forwards and reversed;
-- hex, base64 and base32 of the key as text (how it sits in ``wallet.json``, so encodings of the file's text
-  are caught), and of every API key (``secrets``), at every alignment; the API keys themselves too.
-
-Each match is replaced, in the original text, from its first to its last character,
-by ``[redacted: wallet key material]``.
+What it finds is README's (Security, behind the kernel), in pieces of at least ``WINDOW`` characters. Each match is
+replaced in the original text, from its first to its last character, by ``[redacted: wallet key material]``.
 """
 
 from __future__ import annotations

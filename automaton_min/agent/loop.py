@@ -1,16 +1,7 @@
-"""The agent loop: think, act, observe, persist, repeat.
+"""The agent loop: wake cycles of turns (README: The agent).
 
-One wake cycle: state ``waking``, read the finances, a wake-up message that says why
-the agent woke, state ``running``; then turns until a control says sleep. One turn:
-sleep-timer check; claim up to 10 inbox messages; finances (cached); survival tier and
-state; build the context; route the inference; run at most 10 tool calls, each through
-the policy; the loop controls' verdict; persist the turn (with how it ended: the verdict),
-its tool calls and the inbox acknowledgements in ONE transaction. A failed turn leaves
-nothing half-written and puts its inbox messages back; ``failed_turns`` records its error. A turn cut off (by a crash or a failure) is replayed under the same turn id
-(``agent.open_turn``), and each tool call knows its position in the turn, so a message the
-cut-off turn already sent is not sent again (``social.sent_log``).
-A configuration error (``UserError``, e.g. no provider can serve the model) is not a failed
-turn: it ends the cycle and reaches the CLI, which exits 2 with the fix.
+A configuration error (``UserError``, e.g. no provider can serve the model) is not a failed turn: it ends the cycle
+and reaches the CLI, which exits 2 with the fix.
 """
 
 from __future__ import annotations
@@ -70,7 +61,8 @@ class Hooks(Protocol):
     def release_inbox(self, ids: list[str]) -> None: ...                             # after a failed turn
     def return_inbox(self, ids: list[str]) -> None: ...                              # unread: no try counted
     def finances(self, now_ms: int) -> FinancialReading: ...                         # cached, with freshness
-    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]: ...  # tier, low compute; enters the state
+    # (tier, low compute); enters the state
+    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]: ...
     def begin_cycle(self, reason: str, now_ms: int) -> bool: ...                     # state waking; False while dead
     def set_state(self, state: str, now_ms: int, reason: str) -> None: ...
     def state(self) -> str: ...
@@ -79,7 +71,7 @@ class Hooks(Protocol):
     def clean_result(self, text: str, source: str, now_ms: int) -> str: ...
     def redact_key(self, value: Any) -> Any: ...                                      # what the model wrote, as stored
     def clean_instruction(self, text: str) -> str: ...
-    def prompt_parts(self) -> dict[str, str | None]: ...                             # soul, genesis, constitution, creator_message
+    def prompt_parts(self) -> dict[str, str | None]: ...  # soul, genesis, constitution, creator_message
     def after_turn(self, turn: StoredTurn) -> None: ...                              # memory ingestion attaches here
 
 
@@ -158,7 +150,8 @@ class AgentLoop:
         thoughts = [t.thinking for t in recent_turns(self.db, 3)]
         pending: tuple[Message, str, str] | None = (
             Message("user", "[wakeup] " + wakeup_message(first_run=first_run, reason=reason, credits_cents=credits,
-                                                          usdc_atomic=usdc, turns=count_turns(self.db), recent_thoughts=thoughts)),
+                                                          usdc_atomic=usdc, turns=count_turns(self.db),
+                                                          recent_thoughts=thoughts)),
             "wakeup", "agent")
         self.hooks.set_state("running", self.now(), "awake")
         controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
@@ -263,7 +256,8 @@ class AgentLoop:
         loop_state = LoopState(low_compute=low_compute)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
         message, source, authority = pending if pending else (None, None, answering)
-        status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db), (now_ms - self.started_ms) // 1000,
+        status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db),
+                        (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
         routed = (route if isinstance(route, BudgetDenied)
                   else self._infer(route, status, message, first_run, tier, turn_id, wake_note, source))

@@ -1,13 +1,8 @@
-"""The open turn: which turn is under way, kept in KV ``open_turn`` until its commit, so that a turn a crash cut
-off is replayed under the same id.
+"""The open turn, kept in KV ``open_turn`` until the turn's commit removes it, so a turn a crash cut off is replayed
+under its id (README: Reliability).
 
-Tools with effects outside the database key them by turn id and call position (``social.sent_log`` for messages),
-so the replay finds what the cut-off turn already did instead of doing it twice. The record is written when a turn
-starts (one small row) and removed in the turn's own commit transaction; one left behind names a cut-off turn.
-
-Which later turn is its replay: the one that claims all of the cut-off turn's inbox messages again (they go back to
-``received`` at start, oldest first, so the same batch comes back), or, when the cut-off turn had no inbox input
-(a wake-up), the first turn after the restart.
+The replay is the turn that claims all of the cut-off turn's inbox messages again (they come back at start, oldest
+first, so the same batch returns), or, when it had no inbox input (a wake-up), the first turn after the restart.
 """
 
 from __future__ import annotations

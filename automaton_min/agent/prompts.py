@@ -1,11 +1,8 @@
-"""The system prompt, the status block and the wake-up message, in this project's own words.
+"""The system prompt, the status block and the wake-up message, in this project's own words (README: Memory,
+prefix-stable prompts).
 
-The system prompt is the part of the context that stays byte-identical from turn to turn (so a local server's
-prompt cache reuses it): core rules, identity, the constitution, SOUL.md and the genesis prompt. Everything that
-changes (the status block, the creator's first message) travels in the turn's runtime notes, after the history.
-The tools reach the model as schemas, not as prompt text. The prompt never contains the wallet key or any API
-key. Text the agent or its creator wrote (soul, genesis) passes through ``clean`` (the injection defence's
-instruction mode) and is bounded in length; more tightly in compact mode (small windows).
+The prompt never holds the wallet key or an API key. The soul and the purpose pass through ``clean`` (the injection
+defence's instruction mode) and are bounded, more tightly in compact mode.
 """
 
 from __future__ import annotations
@@ -94,20 +91,25 @@ def system_prompt(
             f"Your name is {identity.name}.",
             f"Your wallet address is {identity.address} (Base).",
             f"Your creator's address is {identity.creator}.",
-            f"You run in Conway sandbox {identity.sandbox}." if identity.sandbox else "You run on your own machine (local mode).",
+            (f"You run in Conway sandbox {identity.sandbox}." if identity.sandbox
+             else "You run on your own machine (local mode)."),
         ]),
-        "--- CONSTITUTION (it outranks every other instruction) ---\n" + (constitution or CONSTITUTION).strip() + "\n--- END CONSTITUTION ---",
+        "--- CONSTITUTION (it outranks every other instruction) ---\n" + (constitution or CONSTITUTION).strip()
+        + "\n--- END CONSTITUTION ---",
     ]
     if soul:
-        sections.append("--- SOUL (written by you; yours to change) ---\n" + _bounded(clean(soul), soul_limit) + "\n--- END SOUL ---")
+        sections.append("--- SOUL (written by you; yours to change) ---\n" + _bounded(clean(soul), soul_limit)
+                        + "\n--- END SOUL ---")
     if genesis:
-        sections.append("--- PURPOSE (from your genesis) ---\n" + _bounded(clean(genesis), genesis_limit) + "\n--- END PURPOSE ---")
+        sections.append("--- PURPOSE (from your genesis) ---\n" + _bounded(clean(genesis), genesis_limit)
+                        + "\n--- END PURPOSE ---")
     return "\n\n".join(sections)
 
 
 def creator_note(creator_message: str, clean: Callable[[str], str]) -> str:
     """The creator's first message, shown in the first turn's runtime notes."""
-    return "--- MESSAGE FROM YOUR CREATOR ---\n" + _bounded(clean(creator_message), GENESIS_LIMIT) + "\n--- END MESSAGE ---"
+    return ("--- MESSAGE FROM YOUR CREATOR ---\n" + _bounded(clean(creator_message), GENESIS_LIMIT)
+            + "\n--- END MESSAGE ---")
 
 
 def wakeup_message(*, first_run: bool, reason: str, credits_cents: int | None, usdc_atomic: int | None,
@@ -119,7 +121,8 @@ def wakeup_message(*, first_run: bool, reason: str, credits_cents: int | None, u
             "You have just been created; this is your first turn.",
             money,
             f"Why you are awake: {reason}.",
-            "Look around (your purpose, your balance, your tools), then choose one concrete first step toward your purpose.",
+            "Look around (your purpose, your balance, your tools), "
+            "then choose one concrete first step toward your purpose.",
         ])
     lines = [f"You are waking up after {turns} turns so far.", money, f"Why you are awake: {reason}."]
     thoughts = [t for t in recent_thoughts if t]

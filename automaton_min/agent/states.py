@@ -1,22 +1,8 @@
 """The agent's lifecycle states, stored in KV ``agent_state``, and the one table of allowed moves.
 
-The graph (a state may always "move" to itself: a no-op, nothing is written)::
-
-    setup        -> waking                                  (setup is done: the first wake cycle)
-    waking       -> running, low_compute, critical, dead,   (the cycle's first survival assessment;
-                    sleeping                                 or it ends before any turn)
-    running      -> low_compute, critical, dead, sleeping,  (the tier changed; the cycle ended;
-                    waking                                   a new cycle after a stop or a crash)
-    low_compute  -> running, critical, dead, sleeping, waking
-    critical     -> running, low_compute, dead, sleeping, waking
-    sleeping     -> waking, dead                            (woken; or confirmed debt while asleep)
-    dead         -> waking, ONLY with funded=True           (confirmed positive credits: see survival.py)
-
-Nothing moves back to ``setup``. ``dead`` is sticky: every move out of it except the
-funded wake is refused, so a new wake cycle cannot overwrite it (the reference's
-``runAgentLoop`` did). The runtime therefore checks ``read_agent_state`` before it
-starts a cycle and waits while it is ``dead`` until the survival assessment says
-funding arrived.
+Nothing moves back to ``setup``. ``dead`` is sticky: every move out of it but a funded wake is refused, so a new wake
+cycle cannot overwrite it (the reference's ``runAgentLoop`` did); the runtime waits while the state is ``dead``
+until the survival assessment says funding arrived.
 """
 
 from __future__ import annotations
@@ -78,13 +64,10 @@ def read_agent_state(db: "Database") -> str:
 
 
 def set_agent_state(db: "Database", new: str, now_ms: int, *, reason: str, funded: bool = False) -> bool:
-    """Move to ``new``; returns True when the stored state changed.
+    """Move to ``new``; True when the stored state changed; ``InvalidTransition`` for a move the table refuses.
 
-    Raises ``InvalidTransition`` for a move the table refuses. KV ``agent_state`` is
-    written only when the state really changes (an SD card wears with every write).
-    The read and the write are one transaction (a savepoint inside the caller's), so
-    another connection cannot slip a change in between. ``funded`` must be True to
-    leave ``dead`` (the caller passes ``SurvivalAssessment.funding_arrived``).
+    KV ``agent_state`` is written only on a real change (an SD card wears with every write), with the read in one
+    transaction. ``funded`` (``SurvivalAssessment.funding_arrived``) must be True to leave ``dead``.
     """
     if new not in AGENT_STATES:
         raise InvalidTransition(read_agent_state(db), new)

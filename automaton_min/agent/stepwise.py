@@ -1,16 +1,8 @@
-"""A small model acts in two forced steps: it picks one action from a short list, then calls that one tool.
+"""A small model acts in two forced steps: it picks one action, then calls that one tool (README: Local model, no
+money).
 
-Offered a dozen tools with ``tool_choice: auto`` and a long prompt, a small model tends to answer with nothing
-(Gemma 3 270M: empty content, no call, every turn). Asked for exactly one call, it makes one, and a server that
-compiles the schema into a grammar (llama-cpp-python's ``chatml-function-calling``, llama.cpp's server) makes the
-answer well-formed. So in compact mode each turn is two short requests, each one user message:
-
-1. ``choose_action``: the actions of ``SMALL_MODEL_ACTIONS`` that the turn may use (``sleep`` always among them),
-   one line each, the purpose, the turn's input and what the last action returned; the only argument is an enum;
-2. the chosen tool alone, its schema cut to the required arguments, after worked examples of calling it.
-
-The model makes both choices: nothing here maps the purpose's words to a tool. A server that does not enforce the
-choice (Ollama) may answer in text; a JSON object there is read as the call.
+The model makes both choices: nothing here maps the purpose's words to a tool. A server that does not enforce
+``tool_choice`` (Ollama) may answer in text; a JSON object there is read as the call.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """Survival: from a financial reading to a tier, a state, low-compute mode and a top-up decision.
 
-The tier always comes from ``tiers.tier_for_credits`` (the one mapping). Rules:
-
-* An unknown balance (``credits_cents is None``: the credits API has never answered)
-  is not a tier: the previous tier stays; with none yet, ``UNKNOWN_START_TIER``
-  (``low_compute``: cheap, but alive). It never becomes ``dead``.
-* ``dead`` needs a confirmed (``fresh``) negative balance. A stale value (the last
-  known one, while the API is down) may set any other tier, never ``dead``.
-* ``dead`` is sticky: once dead (by state or by previous tier), the agent stays
-  dead, whatever else it reads, until a confirmed positive balance arrives; then the
-  state to enter is ``waking`` with ``funding_arrived`` (the only way out of ``dead``,
-  see ``states.py``).
-* ``low_compute``, ``critical`` and ``dead`` switch low-compute mode on.
-* A top-up is worth trying when the tier is ``low_compute``, ``critical`` or ``dead``
-  (a top-up is the only way back from dead), the balance is confirmed, and the wallet
-  holds at least $5 of USDC (the smallest credit top-up).
-* The state to enter is always a legal move from the current one: the tier picks
-  among ``running``/``low_compute``/``critical`` while awake; a sleeping agent stays
-  asleep unless it is confirmed dead; ``setup`` is left alone.
-
-``FinancialCache`` reads the credits and the USDC balance at most every
-``min_interval_s`` seconds, so a turn does not call the credits API and the RPC node
-every time, and keeps the last good values when a read fails.
+Beyond README (The agent): an unknown balance keeps the previous tier (``UNKNOWN_START_TIER`` at first) and is never
+``dead``; a stale one may set any tier but ``dead``, which needs a fresh negative balance and is left only for
+``waking`` with ``funding_arrived`` on a fresh positive one. A top-up is tried at ``low_compute`` or below, on a fresh
+balance, with at least $5 of USDC. The state to enter is always a legal move: a sleeping agent stays asleep unless
+confirmed dead, and ``setup`` is left alone.
 """
 
 from __future__ import annotations
@@ -101,12 +84,9 @@ def assess(reading: FinancialReading, previous_tier: str | None, current_state: 
 class FinancialCache:
     """Credits and USDC, read at most every ``min_interval_s`` seconds each; last good values on failure.
 
-    ``read_credits()`` returns cents (an int) or an object with ``cents`` and ``fresh``
-    (the Conway client's ``CreditsReading``); ``read_usdc()`` returns atomic USDC. Either
-    may raise: the failure is logged, the last good value kept, and the source is not
-    asked again before the interval has passed (an outage must not cost a timeout per
-    turn). ``read_usdc`` may be None (no RPC node configured): USDC is then unknown.
-    ``invalidate()`` makes the next ``reading()`` ask both again (after a top-up, say).
+    ``read_credits()`` returns cents or an object with ``cents`` and ``fresh`` (``CreditsReading``); ``read_usdc()``
+    atomic USDC, or is None (no RPC node: USDC unknown). A failed read is logged and not retried before the interval
+    (an outage must not cost a timeout per turn). ``invalidate()`` makes the next ``reading()`` ask both again.
     """
 
     def __init__(self, read_credits: Callable[[], Any], read_usdc: Callable[[], int] | None, *, now: Clock,

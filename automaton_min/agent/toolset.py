@@ -1,10 +1,6 @@
-"""The tools a turn offers the model: all of them, or in compact mode a fixed subset per tier with short texts.
-
-Compact mode is for small windows (``COMPACT_WINDOW`` tokens or less, or ``contextMode: "compact"``): the 34 full
-schemas alone take about 3,200 tokens, most of a 4k window. The subset depends only on the tier and every text is
-derived deterministically (the first sentence of a description, parameter descriptions dropped), so the tool list
-stays byte-identical from turn to turn and a local server's prompt cache keeps working. A tool outside the subset
-still runs if the model names it (the policy decides, as always); it is only not advertised.
+"""The tools a turn offers the model: all of them, or in compact mode a fixed subset per tier with short texts (README:
+Memory, compact mode). Every text is derived deterministically, so the list stays byte-identical from turn to turn.
+A tool outside the subset still runs if the model names it (the policy decides); it is only not advertised.
 """
 
 from __future__ import annotations

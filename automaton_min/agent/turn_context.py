@@ -1,17 +1,9 @@
-"""The turn context builder: gathers a turn's parts from the stores, assembles them, compresses when told to.
+"""The turn context builder: gathers a turn's parts from the stores, assembles them, compresses when told to (README:
+Memory, the context manager and compression).
 
-Parts: the turns not yet folded (at most ``LOADED_TURNS``), the goals (working memory of session ``agent``,
-type ``goal``), the session summary, the recent wake events as compact references, and the retrieval query (the
-pending input, else the last thing the agent said).
-
-When the assembly recommends ``compress``, the oldest turns are folded into the summary by a summarization call
-through the router (task type ``summarization``; its cost is recorded under the turn), keeping the newest turns
-that fill about half of the room for history (at least 3), and the context is assembled again. A fold waits until
-at least ``MIN_FOLD`` turns would go (meanwhile they show as compact references): in a small window, where the
-last three turns fill the room, folding at every turn would cost a model call a turn for nothing. On ``emergency``,
-every turn but the last is folded with no model call. A fold whose model call fails or is not allowed falls back to
-compact references, so compression never fails a turn. Unfolded turns older than the loaded ones are passed by
-the marker without a transcript (they stay in ``turns`` and in episodic memory).
+Unfolded turns older than the ``LOADED_TURNS`` loaded ones are passed by the marker without a transcript (they stay
+in ``turns`` and in episodic memory). A fold whose model call fails or is not allowed uses compact references, so
+compression never fails a turn.
 """
 
 from __future__ import annotations
@@ -119,7 +111,8 @@ class TurnContextBuilder:
             if folded is not None:
                 parts = self._parts(system, tools, status, pending, notes)
                 context = self._assemble(parts, route)
-        log.debug("context assembled", extra={"used": context.utilization.used, "capacity": context.utilization.capacity,
+        log.debug("context assembled", extra={"used": context.utilization.used,
+                                              "capacity": context.utilization.capacity,
                                               "recommendation": context.utilization.recommendation,
                                               "turns": context.utilization.turns_in_context})
         return context

@@ -1,14 +1,4 @@
-"""``automaton-min config show|set|unset``: read and change ``automaton.json``.
-
-``set KEY VALUE`` changes one value: KEY is dotted for nested values
-(``treasuryPolicy.maxSingleTransferCents``), VALUE is read as JSON when it parses
-(``2000``, ``true``, ``["conway.tech"]``, ``"42"``) and as text otherwise. The file
-with the change is validated exactly as it is on load (defaults merged under it,
-every rule of ``config.RULES``) before anything is written; it is then written
-atomically (temp file with the old file's mode, fsync, rename, directory fsync),
-keeping every key the file has, known or not, and adding no defaults. Secrets are
-never printed. A running agent reads the file only at its start.
-"""
+"""``automaton-min config show|set|unset``: read and change ``automaton.json`` (README: Commands)."""
 
 from __future__ import annotations
 
@@ -84,7 +74,8 @@ def _parse(raw: str) -> Any:
 
 def _change(ctx: click.Context, key: str, new: Any, *, raw: str | None) -> dict[str, Any]:
     """Validate and write one change; return what the report needs."""
-    from automaton_min.config import CONFIG_JSON_FIX, DEFAULTS, RULES, SECRET_KEYS, _read_json_object, deep_merge, validate
+    from automaton_min.config import (CONFIG_JSON_FIX, DEFAULTS, RULES, SECRET_KEYS, _read_json_object, deep_merge,
+                                      validate)
     from automaton_min.errors import ConfigError
     from automaton_min.fileio import file_mode
 
@@ -97,7 +88,8 @@ def _change(ctx: click.Context, key: str, new: Any, *, raw: str | None) -> dict[
         raise ConfigError(f"{key!r} is not a key; keys look like logLevel or treasuryPolicy.maxSingleTransferCents")
     _require_known(key, data, RULES, DEFAULTS)
     if new is None:
-        raise ConfigError(f"{key}: null is not a value; to go back to the default run: automaton-min config unset {key}")
+        raise ConfigError(f"{key}: null is not a value; to go back to the default run: "
+                          f"automaton-min config unset {key}")
     secret = parts[-1] in SECRET_KEYS
 
     before = deep_merge(DEFAULTS, data)
@@ -159,7 +151,8 @@ def _require_known(key: str, data: dict[str, Any], rules: dict[str, Any], defaul
     sections = {k.split(".")[0] for k in known if "." in k}
     if key in sections:
         example = sorted(k for k in known if k.startswith(key + "."))[0]
-        raise ConfigError(f"{key} is a section; set its keys one at a time, e.g. automaton-min config set {example} VALUE")
+        raise ConfigError(f"{key} is a section; set its keys one at a time, "
+                          f"e.g. automaton-min config set {example} VALUE")
     if key in known or key in set(_paths(data, leaves_only=False)):
         return
     raise ConfigError(f"unknown key {key}{_suggestion(key, known)}")

@@ -15,7 +15,8 @@ HINTS = {"fail": "fix: ", "off": "to turn it on: ", "skip": "to try it: ", "unre
 
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--try-model", is_flag=True, help="Send the tiny test request to a model endpoint that may charge for it.")
+@click.option("--try-model", is_flag=True,
+              help="Send the tiny test request to a model endpoint that may charge for it.")
 @click.pass_context
 def command(ctx: click.Context, as_json: bool, try_model: bool) -> None:
     """Check the home directory, file permissions, the config, the database's integrity and the model."""
@@ -28,7 +29,8 @@ def command(ctx: click.Context, as_json: bool, try_model: bool) -> None:
     else:
         for check in checks:
             line = f"{LABELS[check.state]}  {check.name:<18} {check.detail}"
-            click.echo(line + (f"\n      {HINTS[check.state]}{check.fix}" if check.fix and check.state in HINTS else ""))
+            click.echo(line + (f"\n      {HINTS[check.state]}{check.fix}"
+                               if check.fix and check.state in HINTS else ""))
         down = ", ".join(check.name for check in checks if check.state == "unreachable")
         click.echo(("all checks passed" if passed else "some checks failed")
                    + (f"; not answering when the agent last tried: {down} (it runs without them)" if down else ""))

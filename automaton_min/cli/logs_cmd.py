@@ -24,8 +24,10 @@ MAX_TAIL = 1_000_000_000  # SQLite takes 64-bit integers; a larger --tail was an
 
 
 @click.command("logs")
-@click.option("--tail", "-n", type=click.IntRange(min=0, max=MAX_TAIL), default=20, show_default=True, help="How many recent turns to show.")
-@click.option("--follow", "-f", is_flag=True, help="Keep watching and show new turns as they are written (Ctrl-C stops).")
+@click.option("--tail", "-n", type=click.IntRange(min=0, max=MAX_TAIL), default=20, show_default=True,
+              help="How many recent turns to show.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep watching and show new turns as they are written (Ctrl-C stops).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per turn (with its tool calls) per line.")
 @click.pass_context
 def command(ctx: click.Context, tail: int, follow: bool, as_json: bool) -> None:

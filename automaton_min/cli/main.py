@@ -71,7 +71,8 @@ class AutomatonGroup(click.Group):
         except AutomatonError as exc:
             raise CommandFailed(with_home(str(exc), ctx), exc.exit_code) from None
         except apsw.Error as exc:
-            raise CommandFailed(with_home(f"database error: {exc}; run: automaton-min doctor", ctx), EXIT_FAILURE) from None
+            raise CommandFailed(with_home(f"database error: {exc}; run: automaton-min doctor", ctx),
+                                EXIT_FAILURE) from None
         except BrokenPipeError:
             raise  # the reader went away (``status | head -1``): main() ends quietly
         except OSError as exc:

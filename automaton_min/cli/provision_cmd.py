@@ -10,8 +10,10 @@ from automaton_min.runtime.money import provision_key
 
 
 @click.command("provision")
-@click.option("--api-url", envvar="CONWAY_API_URL", help="Conway API base URL (env CONWAY_API_URL; default: the config's conwayApiUrl).")
-@click.option("--json", "as_json", is_flag=True, help="Errors as a JSON object on stdout too (the result is always JSON).")
+@click.option("--api-url", envvar="CONWAY_API_URL",
+              help="Conway API base URL (env CONWAY_API_URL; default: the config's conwayApiUrl).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Errors as a JSON object on stdout too (the result is always JSON).")
 @click.pass_context
 def command(ctx: click.Context, api_url: str | None, as_json: bool) -> None:
     """Sign in to Conway with the wallet and save a new API key to config.json (0600)."""

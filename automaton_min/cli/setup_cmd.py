@@ -88,7 +88,8 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
         try:
             answers.update(_interview(answers, flags, optional, current))
         except click.Abort:
-            raise UserError("setup stopped before every answer was given; run it again, or pass the values as flags with --yes") from None
+            raise UserError("setup stopped before every answer was given; "
+                            "run it again, or pass the values as flags with --yes") from None
 
     result = setup_agent(home, SetupAnswers(**answers, **optional))
     if as_json:
@@ -179,7 +180,8 @@ def _show_models(url: str, api_key: str | None, default: str) -> tuple[str, bool
     try:
         ids = server_models(url, api_key)
     except NetworkError as exc:
-        click.echo(f"  {url} does not answer ({exc}); start the server, then check the model with: automaton-min doctor")
+        click.echo(f"  {url} does not answer ({exc}); "
+                   "start the server, then check the model with: automaton-min doctor")
         return default, False
     if not ids:
         click.echo(f"  {url} lists no models")

@@ -58,9 +58,11 @@ def _heartbeat(beat: dict) -> str | None:
         return None
     parts = [f"{beat['enabledTasks']} tasks"]
     if beat["next"]:
-        parts.append(f"next {beat['next']['task']} " + (f"at {beat['next']['at']}" if beat["next"]["at"] else "due now"))
+        parts.append(f"next {beat['next']['task']} "
+                     + (f"at {beat['next']['at']}" if beat["next"]["at"] else "due now"))
     if beat["last"]:
-        parts.append(f"last {beat['last']['task']} {beat['last']['result'] or ''} at {beat['last']['at']}".replace("  ", " "))
+        parts.append(f"last {beat['last']['task']} {beat['last']['result'] or ''} at {beat['last']['at']}"
+                     .replace("  ", " "))
     return "; ".join(parts)
 
 
@@ -127,13 +129,15 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("sandbox", info["sandbox"] or "local"),
         ("confinement", info["confinement"] or "not known yet (the agent has not run)"),
         ("run", _run_text(info)),
-        ("background", "; ".join(f"{j['id']} pid {j['pid']}: {j['command'][:60]}" for j in info["backgroundJobs"]) or None),
+        ("background",
+         "; ".join(f"{j['id']} pid {j['pid']}: {j['command'][:60]}" for j in info["backgroundJobs"]) or None),
         ("state", info["state"]),
         ("tier", _tier(info)),
         ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")
          or ("off (no conwayApiKey)" if _conway_off(info) else None)),
         ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
-        ("last error", f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
+        ("last error",
+         f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("alerts", _alerts(info)),
         ("approvals", _approvals(info["pendingApprovals"])),
         *((("", _approval_hint(info)),) if info["pendingApprovals"] else ()),

@@ -21,4 +21,5 @@ def command(ctx: click.Context, network: str, as_json: bool) -> None:
     if as_json:
         emit_json(report)
         return
-    emit_rows([("address", report["address"]), ("USDC", f"{report['usdc']} on {report['network']}"), ("rpc", report["rpcUrl"])])
+    emit_rows([("address", report["address"]), ("USDC", f"{report['usdc']} on {report['network']}"),
+               ("rpc", report["rpcUrl"])])

@@ -1,1 +1,1 @@
-"""Kernel confinement of the agent's local commands (Landlock, or a user+mount namespace) and the spawner that runs them."""
+"""Kernel confinement of the agent's local commands (Landlock, or a user+mount namespace) and their spawner."""

@@ -1,9 +1,6 @@
-"""Dropping every capability: a command run as root keeps its uid but loses root's powers.
-
-This matters because a capability can step around what a confinement leaves to the
-kernel's ordinary checks (``CAP_SYS_PTRACE`` reads another process's ``/proc`` files,
-``CAP_DAC_OVERRIDE`` ignores file modes). The bounding set is emptied too where
-allowed, and with no_new_privs set nothing executed can gain a capability back.
+"""Dropping every capability: a command run as root keeps its uid but loses root's powers, which step around the
+kernel's ordinary checks (``CAP_SYS_PTRACE`` reads another process's ``/proc`` files, ``CAP_DAC_OVERRIDE`` ignores
+file modes). The bounding set is emptied too where allowed; with no_new_privs nothing executed gains one back.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""A cgroup for the agent's commands, where one can be had: memory and task limits the daemon does not share, and
-one place from which to kill them all at once.
+"""A cgroup for the agent's commands, where one can be had: limits the daemon does not share, and one place from which
+to kill them all.
 
-cgroup v1, or hybrid (memory and pids on v1 hierarchies): a child ``automaton-commands-<pid>`` of this process's own
-cgroup in the memory and in the pids hierarchy, where those are writable (root). Pure cgroup v2: only where this
-process's cgroup is a delegated leaf it may reorganise (writable, and this process its only member: a service with
-``Delegate=yes``, a container). The process then moves into a ``daemon`` child, ``+memory +pids`` are enabled for
-the children, and the commands get a ``commands`` child. When a step fails, the ones before it are undone;
-``CommandGroup.remove`` undoes them all.
-
-The commands get the effective limit above them (the lowest on the way up) less what the daemon keeps, or half of
-it when that is less than twice the daemon's share. With no limit above, they get none: the group still serves to
-kill them all and to measure them.
+On v1 (or hybrid) it is a child ``automaton-commands-<pid>`` of this process's cgroup in the writable memory and pids
+hierarchies. On pure v2 only a delegated leaf will do (writable, this process its only member): the process moves
+into a ``daemon`` child, ``+memory +pids`` are enabled, and the commands get a ``commands`` child. A failed step
+undoes the ones before it; ``CommandGroup.remove`` undoes them all. The commands get the lowest limit above less the
+daemon's share, or half of it when that is less than twice the share; with no limit above, none.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The daemon's side of confinement: start the spawner, choose the method, and use it as the local sandbox.
-
-``local_sandbox(home, workspace, config)`` is what local mode uses. It tries the methods
-in order (``execConfinement``: ``auto`` means Landlock, then the namespace fallback) and
-returns a ``ConfinedSandbox``; when none works, commands are refused
-(``RefusingSandbox``) unless ``automaton.json`` says ``"unconfinedExec": true``.
+``local_sandbox`` tries the methods in ``execConfinement``'s order; when none works, commands are refused
+(``RefusingSandbox``) unless ``unconfinedExec`` is set.
 """
 
 from __future__ import annotations
@@ -245,7 +242,8 @@ class ConfinedSandbox:
             except (OSError, ChannelClosed, ValueError) as exc:
                 self._end_spawner()  # it hangs or died: no reply will come, and nothing it ran may stay behind
                 self.close()
-                raise RuntimeFailure(f"the confined spawner stopped answering ({exc}); it is restarted on the next call") from None
+                raise RuntimeFailure(f"the confined spawner stopped answering ({exc}); "
+                                     "it is restarted on the next call") from None
         if not reply.get("ok"):
             code = int(reply.get("errno") or errno.EIO)
             raise _ERRORS.get(code, OSError)(code, reply.get("error"))
@@ -307,7 +305,8 @@ class UnconfinedSandbox(LocalSandbox):
         return "none (unconfinedExec is set)"
 
 
-def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False) -> ConfinedSandbox | LocalSandbox:
+def local_sandbox(home: Path, workspace: Path, config: Any, *,
+                  own_cgroup: bool = False) -> ConfinedSandbox | LocalSandbox:
     """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed) bare.
     ``own_cgroup``: put the spawner and its commands in a cgroup of their own where one can be had."""
     protect_daemon()  # before any command exists: no core files, and /proc/<pid> needs a capability commands lack

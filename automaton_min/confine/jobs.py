@@ -1,11 +1,6 @@
-"""Background jobs: the few commands the agent means to keep running after their call (a server for
-``expose_port``), kept by the confined spawner.
-
-A job is ``/bin/sh -c <command>`` started like any command (same confinement, limits and OOM score), in a
-session of its own, its output appended to ``.jobs/<id>.log`` in the workspace. Everything below a job's shell
-is spared when a call ends; what leaves it (a daemon that double-forks is re-parented to the spawner) ends
-with the next call, as any command's leftovers do. ``stop`` ends a job with everything below it, and every
-job ends when the spawner does: none outlives the agent.
+"""Background jobs: the few commands the agent keeps running after their call (a server for ``expose_port``), kept by
+the confined spawner (README: Security). Each runs in a session of its own; everything below its shell is spared
+when a call ends.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Landlock through its three system calls (Linux >= 5.13), with ctypes and nothing else.
 
-A ruleset names the kinds of file access it governs ("handled") and, per directory or
-file, which of them stay allowed beneath it; once a process restricts itself, every
-handled access outside the rules is refused by the kernel, for it and all its
-descendants, and it can no longer ptrace (or read the memory, environment or open
-files of) any process outside its domain. From ABI 6 the domain can also be scoped:
-no signals to, and no abstract UNIX sockets with, processes outside it.
-
-The syscall numbers are the same on every architecture (the generic table).
+A ruleset names the accesses it handles and, per directory or file, which stay allowed beneath it; a restricted
+process and its descendants are refused every other handled access and cannot ptrace processes outside the domain.
+From ABI 6 the domain is also scoped: no signals to, or abstract UNIX sockets with, processes outside it. The syscall
+numbers are the same on every architecture (the generic table).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""The fallback where Landlock is missing: an unprivileged user + mount namespace that hides the home.
+"""The fallback where Landlock is missing: an unprivileged user + mount namespace that hides the home (README:
+Security).
 
-The spawner enters a new user namespace (mapping only its own uid and gid) and a new
-mount namespace, then covers the agent's home with an empty tmpfs and mounts the
-workspace back in its place. Inside, the wallet, the config and the database do not
-exist. The daemon's ``/proc/<pid>`` files stay closed because the daemon makes itself
-non-dumpable (``protect_daemon``) and the namespace holds no capability over it.
-Everything else is remounted read-only (``read_only_except``), so nothing outside the workspace
-and the private temp dir can be changed: not the interpreter, not a ``.pth`` file a restarted
-spawner would run. What this method does not stop, and Landlock does: signals to the daemon.
+The user namespace maps only the spawner's own uid and gid. Everything but the workspace and the private temp dir is
+remounted read-only (``read_only_except``), so neither the interpreter nor a ``.pth`` file a restarted spawner would
+run can be changed.
 """
 
 from __future__ import annotations
@@ -21,7 +17,8 @@ from automaton_min.confine.libc import PR_SET_DUMPABLE, check, libc, prctl
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 8192, 16384, 1 << 18, 1 << 21
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE, MS_RELATIME = (
+    1024, 2048, 4096, 8192, 16384, 1 << 18, 1 << 21)
 # statvfs flags -> the mount flags a remount inside a user namespace must keep (the kernel locks them)
 _KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
                (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))

@@ -1,11 +1,8 @@
-"""Ending every process below this one: what a command started must not outlive its call or the agent.
+"""Ending every process below this one: what a command started must not outlive its call or the agent (README:
+Security).
 
-``end_descendants`` walks the process tree below this process through ``/proc/<pid>/task/<tid>/children``
-(this process is a child subreaper, so orphans, setsid'd or double-forked, are re-parented to it and stay in
-the walk), stops each process it finds with SIGSTOP so nothing forks behind its back, walks again until a pass
-finds nothing new, then kills them all with SIGKILL and collects its own children without ever blocking:
-``waitpid(WNOHANG)`` until none is left or the time is up. Processes in ``spare`` (and everything below
-them) are left alone.
+The tree is walked through ``/proc/<pid>/task/<tid>/children``; this process is a child subreaper, so orphans stay in
+the walk. Processes in ``spare`` (and everything below them) are left alone.
 """
 
 from __future__ import annotations

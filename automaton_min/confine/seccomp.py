@@ -1,33 +1,12 @@
 """A seccomp filter, classic BPF assembled here and installed with ctypes, against what Landlock leaves open.
 
-Without a UNIX socket of its own a command cannot reach a named or abstract socket (the
-D-Bus bus, the systemd notify socket, an SSH or GPG agent), so the filter refuses
-``socket(AF_UNIX)``, AF_UNIX datagram ``socketpair`` (a connected datagram socket can
-still ``sendto`` any named one), ``socketcall`` (its arguments are behind a pointer) and
-io_uring (which creates sockets without the socket call). It also refuses ``ptrace``,
-``pidfd_getfd`` (copying a file descriptor out of another process), and every call made
-through a foreign ABI (32-bit calls on a 64-bit kernel, x32), where the numbers mean other
-things. SysV IPC (shared memory, message queues, semaphores; ``ipc`` on i386) and the kernel
-keyrings (``add_key``, ``request_key``, ``keyctl``) answer ENOSYS, as on a kernel built without
-them: commands share the host's IPC namespace and the owner's session and user keyrings, so
-they would reach a neighbour's segments and the owner's keys. Everything else is allowed. The filter is inherited across fork and exec, and
-nothing can remove it.
-
-Landlock scopes signals only from its ABI 6 (Linux 6.12); below that (Debian 12, Raspberry
-Pi OS) a command could signal the agent's own processes. So ``install`` takes the pids to
-protect (the daemon, the spawner; at most ``MAX_PROTECTED``) and refuses with EPERM:
-``kill`` of such a pid, of its process group (``-pid``, if it leads one) and of every
-process (``-1``); ``tkill``, ``tgkill``, ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo`` and
-``pidfd_open`` of it; ``prlimit64`` on it (a CPU-time limit makes the kernel kill it); and
-making it the owner of a file's I/O signals (``fcntl(F_SETOWN)`` with the pid or
-``-pid``, ``fcntl(F_SETOWN_EX)`` and the ``FIOSETOWN``/``SIOCSPGRP`` ioctls, whose target is
-behind a pointer): SIGIO, SIGURG or an ``F_SETSIG`` signal would reach it. It refuses
-``pidfd_send_signal`` with ENOSYS (callers fall back to ``kill``): a pidfd cannot be
-traced back to its process here, and an open ``/proc/<pid>`` directory serves as one.
-A pid is compared as the kernel reads a ``pid_t``: the low 32 bits of the argument.
-What this cannot cover: the daemon's other threads. ``kill`` or ``tkill`` of any thread
-id ends the whole process, and thread ids come and go; only the main thread's (the pid)
-is listed. Nor a process group the daemon is in without leading it: pass its pgid too.
+README (Security) lists what it refuses. Beyond that: ``socketcall`` is refused whole (its arguments are behind a
+pointer); a datagram ``socketpair`` too, as a connected datagram socket can still ``sendto`` a named one. For each
+protected pid, ``kill`` of its group (``-pid``) and of every process (``-1``) is refused as well, and so are
+``F_SETOWN_EX`` and the ``SIOCSPGRP`` ioctl. ``pidfd_send_signal`` answers ENOSYS (callers fall back to ``kill``):
+a pidfd cannot be traced back to its process here. A pid is compared as the kernel reads a ``pid_t``, the low 32
+bits. A process group the daemon is in without leading it must be passed too. The filter is inherited across fork
+and exec, and nothing can remove it.
 """
 
 from __future__ import annotations
@@ -167,7 +146,7 @@ def _checked_pids(protected: Collection[int]) -> list[int]:
 
 
 def program(arch: Arch, protected: Collection[int] = ()) -> list[tuple[int, int, int, int]]:
-    """The filter for ``arch`` as BPF instructions; signals cannot reach ``protected`` (see the module's text)."""
+    """The filter for ``arch`` as BPF instructions; signals cannot reach ``protected`` (README: Security)."""
     pids = _checked_pids(protected)
     lines: list = [
         (LOAD_WORD, 0, 0, ARCH),

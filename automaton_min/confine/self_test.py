@@ -1,11 +1,6 @@
-"""What ``automaton-min doctor`` proves about local commands here: it starts the confinement the agent would get
-and tries, from a command, what the confinement must refuse.
-
-- ``confinement``: read the wallet;
-- ``unix sockets``: connect to a UNIX socket listening outside (the seccomp filter refuses every AF_UNIX socket);
-- ``processes``: leave a setsid'd process behind (it must be gone when the call returns);
-- ``limits``: what bounds a command's memory, tasks and files here (the OOM score, rlimits, the cgroup);
-- ``disk reserve``: the free space where the home is, against the reserve the running agent keeps.
+"""What ``automaton-min doctor`` proves about local commands here (README: Security, how to check): it starts the
+confinement the agent would get and tries from a command what it must refuse (read the wallet, connect to a UNIX
+socket listening outside, leave a setsid'd process behind), then reports what bounds a command and the disk reserve.
 """
 
 from __future__ import annotations
@@ -82,7 +77,8 @@ def _unix_sockets(sandbox: Any) -> Probe:
             listener.close()
     ok = refused and not connected
     detail = ("refused: a command cannot create a UNIX socket (seccomp filter)" if ok else
-              f"NOT refused ({sandbox.report.get('unix_sockets')}){': a command connected to one outside' if connected else ''}")
+              f"NOT refused ({sandbox.report.get('unix_sockets')})"
+              f"{': a command connected to one outside' if connected else ''}")
     return Probe("unix sockets", ok, detail, "" if ok else SECCOMP_FIX)
 
 

@@ -1,24 +1,10 @@
 """The Conway control-plane API: credits, transfers, sandboxes (exec, files, ports), models.
 
-Wire format as the reference runtime speaks it: ``Authorization: <api key>`` (the raw
-key, no ``Bearer``), JSON bodies, JSON answers when the content type says so and
-text otherwise. Every failure is a ``ConwayError`` naming the method, path and
-status in one line, never the key.
-
-Differences from the reference, on purpose:
-
-* A 404 is an answer, not a reason to try again (the reference retried it three
-  times). This client never retries by itself; retries of 429/5xx belong to the
-  ``send`` callable, by default ``conway_send()``: the resilient layer
-  (``net/resilient.py``) with the ``conway`` circuit breaker. It retries reads, and
-  mutating calls only when they carry an ``Idempotency-Key``; retries are switched
-  off for ``transfer_credits`` and ``exec``, which must run at most once (each still
-  carries an ``Idempotency-Key``), and the other writes carry no key, so they are
-  sent once.
-* A balance answer without ``balance_cents``/``credits_cents`` is an error, not 0
-  credits. The last good balance is kept in KV ``last_known_balance`` so that an
-  outage reads as "last known: N cents", never as zero (``ConwayClient.credits``).
-* ``list_models`` raises when the API fails instead of returning an empty list.
+The reference's wire format: the raw key in ``Authorization`` (no ``Bearer``), JSON bodies, answers read as JSON when
+the content type says so. Every failure is one ``ConwayError`` line naming the method, path and status, never the key.
+Unlike the reference, this client never retries by itself (its ``send`` does, by default ``conway_send()``), a
+balance answer without ``balance_cents``/``credits_cents`` is an error, not 0 credits, and ``list_models`` raises
+when the API fails instead of returning nothing.
 """
 
 from __future__ import annotations
@@ -252,7 +238,8 @@ class ConwayClient:
         except RuntimeFailure as exc:  # NetworkError, an open circuit, ...
             raise ConwayError(None, path, self._clean(f"Conway API {method} {path} failed: {exc}")) from exc
 
-    def _error(self, method: str, path: str, response: Response, cls: type[ConwayError] = ConwayError, hint: str = "") -> ConwayError:
+    def _error(self, method: str, path: str, response: Response, cls: type[ConwayError] = ConwayError,
+               hint: str = "") -> ConwayError:
         message = f"Conway API {method} {path} -> {response.status}: {self._describe(response)}{hint}"
         return cls(response.status, path, self._clean(message))
 
@@ -266,7 +253,8 @@ class ConwayClient:
                 return response.json()
             except HttpError:
                 raise ConwayError(response.status, path, self._clean(
-                    f"Conway API {method} {path} -> {response.status}: the answer is not valid JSON: {snippet(response.body)}"
+                    f"Conway API {method} {path} -> {response.status}: the answer is not valid JSON: "
+                    f"{snippet(response.body)}"
                 )) from None
         return response.body.decode("utf-8", "replace")
 
@@ -278,29 +266,30 @@ class ConwayClient:
 
     def _object(self, method: str, path: str, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
-            raise ConwayError(200, path, self._clean(f"Conway API {method} {path}: expected a JSON object, got {type(data).__name__}"))
+            raise ConwayError(200, path, self._clean(
+                f"Conway API {method} {path}: expected a JSON object, got {type(data).__name__}"))
         return data
 
     def _sandbox_path(self, sandbox_id: str | None, rest: str) -> str:
         chosen = sandbox_id if sandbox_id is not None else self.sandbox_id
         if is_local_sandbox_id(chosen):
-            raise ConwayError(None, f"/v1/sandboxes/?/{rest}", f"no Conway sandbox id for {rest.split('/')[0]}; this agent runs in local mode")
+            raise ConwayError(None, f"/v1/sandboxes/?/{rest}",
+                              f"no Conway sandbox id for {rest.split('/')[0]}; this agent runs in local mode")
         return f"/v1/sandboxes/{quote(str(chosen), safe='')}/{rest}"
 
     # ------------------------------------------------------------------ credits
 
     def credits_balance(self) -> int:
-        """The credit balance in cents, from the API (``balance_cents``, else ``credits_cents``).
-
-        An answer with neither is an error, never 0. With a ``db``, the value is
-        remembered in KV ``last_known_balance`` for ``credits``/``cached_credits``.
+        """The credit balance in cents, from ``balance_cents``, else ``credits_cents``; an answer with neither is an
+        error, never 0. With a ``db``, it is kept in KV ``last_known_balance`` for ``credits``/``cached_credits``.
         """
         path = "/v1/credits/balance"
         data = self._object("GET", path, self._request("GET", path))
         raw = _first(data, "balance_cents", "credits_cents")
         cents = _int(raw)
         if cents is None:
-            what = "has no balance_cents or credits_cents" if raw is None else f"has a balance that is not a whole number of cents ({raw!r})"
+            what = ("has no balance_cents or credits_cents" if raw is None
+                    else f"has a balance that is not a whole number of cents ({raw!r})")
             raise ConwayError(200, path, f"Conway API GET {path}: the answer {what}")
         self._remember(cents)
         return cents
@@ -308,9 +297,8 @@ class ConwayClient:
     def credits(self) -> CreditsReading:
         """The balance, live when the API answers, else the last known one (``fresh=False``).
 
-        Only an outage falls back (no answer, 408/429/5xx, an unusable answer); a
-        refusal such as 401 propagates. With no value to fall back on, the error
-        propagates: an outage never reads as zero credits.
+        Only an outage falls back (no answer, 408/429/5xx, an unusable answer); a refusal such as 401, or an outage with
+        nothing to fall back on, propagates: an outage never reads as zero credits.
         """
         try:
             cents = self.credits_balance()
@@ -324,7 +312,8 @@ class ConwayClient:
                     known = stored
             if known is None:
                 raise
-            log.warning("credits API unavailable; using the last known balance", extra={"cents": known.cents, "error": str(exc)})
+            log.warning("credits API unavailable; using the last known balance",
+                        extra={"cents": known.cents, "error": str(exc)})
             return CreditsReading(known.cents, known.at, False, str(exc))
         return CreditsReading(cents, self._last_good.at if self._last_good else self.now(), True)
 
@@ -341,10 +330,8 @@ class ConwayClient:
         set_value(self.db, BALANCE_KEY, orjson.dumps({"cents": cents, "at": to_iso(now)}).decode(), now)
 
     def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None) -> TransferResult:
-        """Send credits to another address, at most once.
-
-        POST ``/v1/credits/transfer``, then ``/v1/credits/transfers`` if the first
-        answers 404, both with the same ``Idempotency-Key``; no retries.
+        """Send credits to another address, at most once: POST ``/v1/credits/transfer``, then ``/v1/credits/transfers``
+        if the first answers 404, both with the same ``Idempotency-Key``; no retries.
         """
         if _int(amount_cents) is None or amount_cents <= 0:
             raise ValueError(f"amount_cents must be a positive whole number, got {amount_cents!r}")
@@ -394,7 +381,8 @@ class ConwayClient:
         response = self._call("POST", path, json=body, idempotency_key=new_ulid(self.now()), retry=False,
                               timeout=timeout + EXEC_HTTP_MARGIN_S)
         if response.status == 403:
-            raise self._error("POST", path, response, ExecRefused, "; the sandbox refused the command and it was not run")
+            raise self._error("POST", path, response, ExecRefused,
+                              "; the sandbox refused the command and it was not run")
         if not response.ok:
             raise self._error("POST", path, response)
         data = self._object("POST", path, self._parse("POST", path, response))
@@ -433,7 +421,8 @@ class ConwayClient:
         api_path = self._sandbox_path(sandbox_id, f"ports/{int(port)}")
         self._request("DELETE", api_path)
 
-    def create_sandbox(self, name: str, vcpu: int = 1, memory_mb: int = 512, disk_gb: int = 5, region: str | None = None) -> SandboxInfo:
+    def create_sandbox(self, name: str, vcpu: int = 1, memory_mb: int = 512, disk_gb: int = 5,
+                       region: str | None = None) -> SandboxInfo:
         path = "/v1/sandboxes"
         body: dict[str, Any] = {"name": name, "vcpu": vcpu, "memory_mb": memory_mb, "disk_gb": disk_gb}
         if region is not None:
@@ -456,7 +445,8 @@ class ConwayClient:
         """Models offered at ``{api}/v1/models`` (``data`` or ``models``), without those marked unavailable."""
         path = "/v1/models"
         data = self._request("GET", path)
-        items = data if isinstance(data, list) else (_first(data, "data", "models") if isinstance(data, dict) else None) or []
+        items = data if isinstance(data, list) else (
+            _first(data, "data", "models") if isinstance(data, dict) else None) or []
         models = []
         for item in items:
             if not isinstance(item, dict) or item.get("available") is False or not item.get("id"):

@@ -1,16 +1,8 @@
-"""Local mode: the agent's commands and files on this machine, inside a workspace directory.
+"""Local mode: the agent's commands and files on this machine, inside a workspace directory (README: Clients).
 
-``exec`` runs ``/bin/sh -c <command>`` in the workspace, in a new session (its own
-process group), with an environment built from a short allowlist, so none of the
-runtime's secrets (API keys, wallet paths, ``AUTOMATON_*``) reach the command. A
-timeout ends the whole group (SIGTERM, then SIGKILL after a grace period), so
-children and grandchildren die with it; the reference runtime's timeouts left
-them running. Output is read as it arrives and only the first
-``max_output_bytes`` of each stream is kept.
-
-Once the shell has exited, output still arriving on its pipes is collected only
-briefly, then the command returns. Unconfined, jobs it left in the background go on
-running; the confined spawner passes ``sweep``, which ends every process the call
+A timeout ends the command's whole process group (SIGTERM, then SIGKILL after a grace period); the reference's left
+children running. Once the shell has exited, output still arriving is collected only briefly. Unconfined, jobs it
+left in the background go on running; the confined spawner passes ``sweep``, which ends every process the call
 started, and bounds the wait for the shell itself.
 """
 

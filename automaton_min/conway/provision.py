@@ -1,7 +1,6 @@
-"""Provisioning a Conway API key by signing in with the wallet (SIWE): nonce -> verify -> api-keys.
-
-The key is saved to ``config.json`` in the home (mode 0600), where the reference
-runtime keeps it, and is used as ``conwayApiKey`` when the config has none.
+"""Provisioning a Conway API key by signing in with the wallet (SIWE: nonce -> verify -> api-keys). The key is saved to
+``config.json`` in the home (0600), where the reference keeps it, and serves as ``conwayApiKey`` when the config has
+none.
 """
 
 from __future__ import annotations
@@ -67,7 +66,8 @@ def provision(home: Home, wallet: Wallet, api_url: str, now: Clock = system_now,
               progress: Callable[[str], None] | None = None) -> ProvisionResult:
     """Sign in to Conway with ``wallet`` and save a new API key in the home; ``progress`` hears of each step."""
     base = api_url.rstrip("/")
-    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout), progress)
+    nonce_body = _step(1, "get a sign-in nonce", lambda: request("POST", f"{base}/v1/auth/nonce", timeout=timeout),
+                       progress)
     nonce = _field(nonce_body, "nonce", 1, "get a sign-in nonce")
     try:
         message = SiweMessage(

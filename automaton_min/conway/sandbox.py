@@ -1,8 +1,6 @@
-"""Where the agent's commands and files live: a Conway sandbox (remote) or this machine (local mode).
-
-Both implement ``Sandbox``: ``exec``, ``read_file``, ``write_file``, ``expose_port``,
-``remove_port``, ``describe``, ``close``. ``runtime/sandboxes.py`` picks one: local mode when ``sandboxId`` is
-empty, ``None``, ``"undefined"`` or ``"null"`` (the reference runtime's rule).
+"""Where the agent's commands and files live: a Conway sandbox (remote) or this machine (local mode), both a
+``Sandbox``. Local mode is when ``sandboxId`` is empty, ``None``, ``"undefined"`` or ``"null"`` (the reference's
+rule).
 """
 
 from __future__ import annotations

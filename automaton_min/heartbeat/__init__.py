@@ -1,1 +1,1 @@
-"""The heartbeat: a durable scheduler that runs small tasks while the agent sleeps, and wakes it only when there is work."""
+"""The heartbeat: a durable scheduler that runs small tasks while the agent sleeps, waking it only for work."""

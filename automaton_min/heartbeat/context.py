@@ -1,7 +1,5 @@
-"""Building a task's ``TaskContext`` from the worker thread's own database connection.
-
-Clients that remember things in the database (the Conway client keeps the last
-balance; the payer writes intents) are made per run on that connection, because a
+"""Building a task's ``TaskContext`` from the worker thread's own database connection. Clients that remember things in
+the database (the Conway client's last balance, the payer's intents) are made per run on that connection, because a
 ``Database`` belongs to the thread that opened it.
 """
 
@@ -27,7 +25,8 @@ class ContextFactory:
                  now: Clock = system_now, relay: Any = None, metrics: Any = None,
                  tier_of: Callable[["Database"], str] | None = None) -> None:
         self.home, self.config, self.wallet, self.now = home, config, wallet, now
-        self.wallet_address = wallet_address or (wallet.address if wallet is not None else config.get("walletAddress", ""))
+        self.wallet_address = wallet_address or (wallet.address if wallet is not None
+                                                 else config.get("walletAddress", ""))
         self.relay, self.metrics = relay, metrics
         self.tier_of = tier_of
 

@@ -1,12 +1,5 @@
-"""The remote parts a run may use (the Conway API, the social relay, the RPC node): off, on or unreachable.
-
-Off: the configuration leaves the part out (no ``conwayApiKey``, an empty ``socialRelayUrl``); nothing tries it.
-Unreachable: configured, but it gave no answer at all (refused, timed out, no route, its circuit breaker open).
-Both are named once in the start banner and in ``status``, with how to turn off an unreachable part the agent can
-do without (``TURN_OFF``: the relay). After that a part's state is logged only when it
-changes (it stops answering, it answers again). While it is down, the work that needs it waits a back-off that
-doubles from one minute to 30 minutes, and starts over once it answers; its failures are never heartbeat failures
-for the alerts. KV ``parts`` keeps the states for ``status``, written when they change.
+"""The remote parts a run may use (the Conway API, the social relay, the RPC node): off, on or unreachable (README: The
+service, Remote parts). KV ``parts`` keeps their states for ``status``, written when they change.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The ``report_metrics`` heartbeat task and the ``metric_snapshots`` rows it writes.
+"""The ``report_metrics`` heartbeat task and the ``metric_snapshots`` rows it writes (README: Observability).
 
-Each run refreshes the gauges the database knows best (the balances last read, the
-turns of the last hour), takes a snapshot of the daemon's metrics, evaluates the
-alert rules, and stores one ``metric_snapshots`` row: ``metrics_json`` the snapshot's
-entries, ``alerts_json`` the active alerts. It asks for a wake only for a critical
-alert that has just fired (``alerts.py``); other alerts are logged and shown by
-``automaton-min status``. It never calls the model. Old rows are the retention
-task's to delete (``heartbeat/retention.py``).
-
-``turns_last_hour`` is measured only while the agent should be working: it is -1 (not
-measured) while the agent sleeps by its own choice (``sleep_until`` in the future),
-while it is dead, and during the daemon's first hour.
+Each run first refreshes the gauges the database knows best (the balances last read, the turns of the last hour). It
+never calls the model; old rows are the retention task's.
 """
 
 from __future__ import annotations
@@ -56,7 +47,8 @@ def report_metrics(ctx: TaskContext) -> TaskResult:
         (log.error if alert.severity == "critical" else log.warning)(
             "alert", extra={"rule": alert.rule, "severity": alert.severity, "alert": alert.message})
     summary = f"{len(snapshot.entries)} series; " + (
-        "alerts: " + ", ".join(f"{a.rule} ({a.severity})" for a in evaluation.active) if evaluation.active else "no alerts")
+        "alerts: " + ", ".join(f"{a.rule} ({a.severity})" for a in evaluation.active) if evaluation.active
+        else "no alerts")
     if not evaluation.wake:
         return TaskResult(summary)
     reason = "critical alert: " + "; ".join(a.message for a in evaluation.wake)
@@ -72,7 +64,7 @@ def refresh_gauges(db: "Database", metrics: Metrics, now_ms: int, *, credits: bo
 
 
 def turns_last_hour(db: "Database", metrics: Metrics, now_ms: int) -> int:
-    """Turns started in the last hour, or -1 when the agent is not expected to work (see the module's note)."""
+    """Turns started in the last hour, or -1 when the agent is not expected to work (README: Observability)."""
     if now_ms - metrics.started_ms < HOUR_MS or read_agent_state(db) == "dead":
         return -1
     until = get_value(db, SLEEP_UNTIL_KEY)
@@ -86,8 +78,8 @@ def turns_last_hour(db: "Database", metrics: Metrics, now_ms: int) -> int:
 
 def alert_history(db: "Database", now_ms: int, window_ms: int) -> tuple[list[Alert], dict[str, int]]:
     """The alerts active at the last snapshot within ``window_ms``, and when each rule last fired in it."""
-    rows = db.query("SELECT alerts_json FROM metric_snapshots WHERE snapshot_at >= ? ORDER BY snapshot_at DESC, id DESC",
-                    (to_iso(now_ms - window_ms),))
+    rows = db.query("SELECT alerts_json FROM metric_snapshots WHERE snapshot_at >= ?"
+                    " ORDER BY snapshot_at DESC, id DESC", (to_iso(now_ms - window_ms),))
     last_fired: dict[str, int] = {}
     previous: list[Alert] = []
     for index, (raw,) in enumerate(rows):
@@ -101,8 +93,8 @@ def alert_history(db: "Database", now_ms: int, window_ms: int) -> tuple[list[Ale
 
 def store_snapshot(db: "Database", snapshot: MetricsSnapshot, evaluation: Evaluation, now_ms: int) -> str:
     row_id = new_ulid(now_ms)
-    db.execute("INSERT INTO metric_snapshots (id, snapshot_at, metrics_json, alerts_json, created_at) VALUES (?, ?, ?, ?, ?)",
-               (row_id, to_iso(now_ms), orjson.dumps(snapshot.to_json()).decode(),
+    db.execute("INSERT INTO metric_snapshots (id, snapshot_at, metrics_json, alerts_json, created_at)"
+               " VALUES (?, ?, ?, ?, ?)", (row_id, to_iso(now_ms), orjson.dumps(snapshot.to_json()).decode(),
                 orjson.dumps([a.to_json() for a in evaluation.active]).decode(), to_iso(now_ms)))
     return row_id
 
@@ -113,7 +105,8 @@ def latest_alerts(db: "Database") -> tuple[str, list[dict[str, Any]]] | None:
     Works on a database opened read-only that predates the table."""
     if db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'metric_snapshots'") is None:
         return None
-    row = db.query_one("SELECT snapshot_at, alerts_json FROM metric_snapshots ORDER BY snapshot_at DESC, id DESC LIMIT 1")
+    row = db.query_one("SELECT snapshot_at, alerts_json FROM metric_snapshots"
+                       " ORDER BY snapshot_at DESC, id DESC LIMIT 1")
     if row is None:
         return None
     return row[0], [a.to_json() for a in _alerts(row[1])]

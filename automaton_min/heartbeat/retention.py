@@ -1,10 +1,6 @@
-"""Retention: every table that grows is pruned by the heartbeat, a few hundred rows per statement.
-
-Each batch is its own short transaction, so the agent's writes never wait long,
-and a run stops early when asked (``stop``) or after ``TIME_BUDGET_S``. What is
-kept: see ``KEEP_DAYS`` and ``retention.turnsKeep``; open work (unprocessed inbox
-rows, open payment intents, unconsumed wake events, spend inside its daily
-window) is never removed.
+"""Retention: every table that grows is pruned by the heartbeat, a few hundred rows per statement (README: Heartbeat).
+Each batch is its own short transaction; open work (unprocessed inbox rows, open payment intents, unconsumed wake
+events, spend inside its daily window) is never removed.
 """
 
 from __future__ import annotations
@@ -50,7 +46,8 @@ def batch_cutoff(db: "Database", table: str, column: str, cutoff_ms: int, where:
 
 
 def _delete_batch(db: "Database", table: str, key: str, condition: str, params: tuple[Any, ...]) -> int:
-    db.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {condition} LIMIT {BATCH})", params)
+    db.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {condition} LIMIT {BATCH})",
+               params)
     return db.connection.changes()
 
 

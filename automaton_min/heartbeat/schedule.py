@@ -1,9 +1,5 @@
-"""The schedule in ``heartbeat_schedule`` and its history in ``heartbeat_history``: rows, seeding, leases, results.
-
-Every timestamp is ``clock.to_iso`` text, so SQL compares leases and times in one
-format (the reference compared ISO with ``datetime('now')``). Seeding inserts only
-the rows that are missing: a restart keeps run times, counters and changes made
-with ``modify_heartbeat`` or ``automaton-min heartbeat``.
+"""The schedule in ``heartbeat_schedule`` and its history in ``heartbeat_history``: rows, seeding, leases, results
+(README: Heartbeat). Seeding inserts only the missing rows.
 """
 
 from __future__ import annotations
@@ -98,8 +94,8 @@ def read_row(db: "Database", name: str) -> ScheduleRow | None:
 
 def set_interval(db: "Database", name: str, interval_ms: int | None, now_ms: int) -> None:
     """Run ``name`` every ``interval_ms`` instead of by its cron (None: by its cron); written only when it changes."""
-    db.execute("UPDATE heartbeat_schedule SET interval_ms = ?, updated_at = ? WHERE task_name = ? AND interval_ms IS NOT ?",
-               (interval_ms, to_iso(now_ms), name, interval_ms))
+    db.execute("UPDATE heartbeat_schedule SET interval_ms = ?, updated_at = ?"
+               " WHERE task_name = ? AND interval_ms IS NOT ?", (interval_ms, to_iso(now_ms), name, interval_ms))
 
 
 def seed(db: "Database", defaults: Iterable[TaskDefault], now_ms: int) -> list[str]:
@@ -152,15 +148,9 @@ def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, co
            retry_in_ms: int | None = None) -> int | None:
     """Write one history row and the schedule's outcome; returns the retry time set, if any.
 
-    ``routine``: a success that asked for nothing, after a success: only the schedule row
-    changes (its counters, last run), no history row. History keeps every other outcome
-    (failures, timeouts, skips, wakes, the first success after anything else), which keeps
-    an idle device's writes small.
-
-    ``max_retries`` counts retries after the first failure: with 1, a failure is
-    retried once, 30 s later (the reference counted the failure just written and
-    never retried). Success, or retries used up, goes back to the cron. ``retry_in_ms`` (a remote part that did
-    not answer: its back-off) sets the next run instead, whatever the retries used.
+    ``routine`` (a success that asked for nothing, after a success) changes only the schedule row: history keeps the
+    other outcomes (README: Heartbeat). A failure is retried 30 s later while retries are left (the reference counted
+    the failure just written and never retried); ``retry_in_ms`` (a remote part's back-off) sets the next run instead.
     """
     retry_at = None
     with db.transaction():
@@ -176,8 +166,8 @@ def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, co
             retry_at = completed_ms + RETRY_DELAY_MS
         db.execute("UPDATE heartbeat_schedule SET last_run_at = ?, next_run_at = ?, last_result = ?, last_error = ?,"
                    " run_count = run_count + 1, fail_count = fail_count + ?, updated_at = ? WHERE task_name = ?",
-                   (to_iso(started_ms), None if retry_at is None else to_iso(retry_at), result, error[:1000] if error else None,
-                    int(failed), to_iso(completed_ms), row.task_name))
+                   (to_iso(started_ms), None if retry_at is None else to_iso(retry_at), result,
+                    error[:1000] if error else None, int(failed), to_iso(completed_ms), row.task_name))
         if release and owner:
             release_lease(db, row.task_name, owner)
     return retry_at
@@ -187,7 +177,8 @@ def record_skipped(db: "Database", name: str, reason: str, now_ms: int) -> None:
     """A history row and ``last_result`` 'skipped' (run times and counters unchanged)."""
     with db.transaction():
         db.execute("INSERT INTO heartbeat_history (id, task_name, started_at, completed_at, result, duration_ms, error)"
-                   " VALUES (?, ?, ?, ?, 'skipped', 0, ?)", (new_ulid(now_ms), name, to_iso(now_ms), to_iso(now_ms), reason))
+                   " VALUES (?, ?, ?, ?, 'skipped', 0, ?)",
+                   (new_ulid(now_ms), name, to_iso(now_ms), to_iso(now_ms), reason))
         db.execute("UPDATE heartbeat_schedule SET last_result = 'skipped', last_error = ?, updated_at = ? "
                    "WHERE task_name = ?", (reason, to_iso(now_ms), name))
 

@@ -1,25 +1,8 @@
 """The durable scheduler: runs due heartbeat tasks on its own thread, sleeping until the next one is due.
 
-A task is due when its row is enabled, the agent's tier is at least the row's
-``tier_minimum`` (dead < critical < low_compute < normal < high), its lease is free
-(or expired: 60 s TTL), and either ``next_run_at`` (a retry, a run-now) has come or
-the cron's next time after ``last_run_at`` has. A row never run is due at once.
-After a stall or a suspend a task runs once and then waits for its next future
-window: missed windows are not replayed. Due tasks run one at a time, by priority.
-
-Timeouts: each run happens on a worker thread (reused from run to run:
-``automaton_min.workers``) with its own database connection and a ``ctx.stop``
-event. When it overruns ``timeout_ms`` the run is recorded 'timeout' (and retried
-like a failure), ``ctx.stop`` is set, and the task keeps its lease, renewed, until
-it really ends: the same task never runs twice at once. The scheduler goes on with
-the other tasks. When every worker is busy and no thread can be started (the pids
-cgroup is full), the run happens on the scheduler's own thread: it then ends when
-the task does, whatever its timeout.
-
-The thread sleeps on one ``threading.Event`` until the earliest due time (at most
-``MAX_SLEEP_S``, so a wall-clock jump is noticed); ``poke()`` (a schedule change,
-SIGUSR1) and ``stop()`` set it. No tick: an idle scheduler wakes only when
-something is due.
+README (Heartbeat) says when a task is due and how leases, timeouts and retries work. When no worker thread can be
+had (the pids cgroup is full) a run happens on the scheduler's own thread and ends when the task does, whatever its
+timeout.
 """
 
 from __future__ import annotations
@@ -83,9 +66,9 @@ def _owner_id() -> str:
 
 
 class Scheduler:
-    """See the module docstring. ``tasks`` maps task names to functions; ``extra_tasks`` (a dict others may fill
-    later, e.g. ``check_social_inbox``, ``report_metrics``) is looked up at run time. ``context_factory(db, stop)``
-    builds the ``TaskContext`` for one run from the worker's own connection."""
+    """``tasks`` maps task names to functions; ``extra_tasks`` (a dict others may fill later) is looked up at run time.
+    ``context_factory(db, stop)`` builds the ``TaskContext`` for one run from the worker's own connection.
+    """
 
     def __init__(self, home: "Home", config: "Config", db_path: Path, tasks: Mapping[str, TaskFunction],
                  context_factory: ContextFactory, wake_bus: "WakeBus | None", *, now: Clock = system_now,
@@ -206,7 +189,8 @@ class Scheduler:
             raise UserError(f"no heartbeat task named {name!r}")
         tier = self.tier_of(db)
         if not row.enabled:
-            raise UserError(f"heartbeat task {name!r} is disabled; enable it first: automaton-min heartbeat enable {name}")
+            raise UserError(f"heartbeat task {name!r} is disabled; enable it first: "
+                            f"automaton-min heartbeat enable {name}")
         if TIER_RANK[tier] < TIER_RANK[row.tier_minimum]:
             raise UserError(f"heartbeat task {name!r} runs at tier {row.tier_minimum} or better; the agent is {tier}")
         function = self.function(name)

@@ -1,10 +1,6 @@
-"""The heartbeat task ``check_social_inbox``: poll the relay, store what passes intake, release approvals.
-
-It asks for a wake through ``TaskResult.wake`` (with ``wake_payload["source"] == "social"``) and never through
-``WakeBus`` itself: the scheduler stores the one wake event. A relay that gives no answer at all is
-``ServiceUnreachable`` (the scheduler's back-off, ``heartbeat/parts.py``); after an error answer it backs off itself
-(KV ``social_poll_backoff``: 1 min, doubling to 30 min; the reference waited a flat 5 min); a poll that finds
-nothing writes nothing.
+"""The heartbeat task ``check_social_inbox``: poll the relay, store what passes intake, release approvals (README:
+Social relay). It asks for a wake through ``TaskResult.wake`` (source ``social``), never through ``WakeBus``: the
+scheduler stores the one wake event.
 """
 
 from __future__ import annotations

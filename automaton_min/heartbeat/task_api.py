@@ -1,8 +1,6 @@
-"""What a heartbeat task receives and returns: the contract between the scheduler and every task.
-
-A task is a plain function ``run(ctx: TaskContext) -> TaskResult``. It runs on the
-scheduler's thread with that thread's own database connection, never calls the
-model, and asks for a wake only when the agent has work (``TaskResult.wake``).
+"""What a heartbeat task receives and returns: a task is a plain function ``run(ctx: TaskContext) -> TaskResult``, run
+on a worker with its own database connection; it never calls the model and asks for a wake (``TaskResult.wake``)
+only when the agent has work.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The default heartbeat tasks and their schedule. None of them calls the model; they wake the agent only for work.
-
-Two defaults are written by others and passed to the scheduler as ``extra_tasks``:
-``check_social_inbox`` (social relay) and ``report_metrics`` (observability). A
-task whose function is missing in a run is skipped (recorded once, logged once).
+"""The default heartbeat tasks and their schedule (README: Heartbeat). ``check_social_inbox`` and ``report_metrics``
+live in their own modules and reach the scheduler as ``extra_tasks``.
 """
 
 from __future__ import annotations
@@ -150,7 +147,8 @@ def _act_on_credits(ctx: TaskContext, cents: int, now_ms: int) -> TaskResult:
         set_agent_state(ctx.db, "dead", now_ms, reason=dead_reason)
         return TaskResult(f"dead at {dollars(cents)}", wake=dead_reason)
     if previous and previous != tier and tier == "critical":
-        return TaskResult(f"credits {dollars(cents)} ({tier})", wake=f"Credits dropped to critical tier: {dollars(cents)}")
+        return TaskResult(f"credits {dollars(cents)} ({tier})",
+                          wake=f"Credits dropped to critical tier: {dollars(cents)}")
     return TaskResult(f"credits {dollars(cents)} ({tier})")
 
 

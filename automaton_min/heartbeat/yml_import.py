@@ -1,19 +1,8 @@
-"""Import a reference runtime's ``heartbeat.yml`` into ``heartbeat_schedule``, once.
+"""Import a reference runtime's ``heartbeat.yml`` into ``heartbeat_schedule``, once (README: Heartbeat).
 
-The reference writes a simple shape::
-
-    entries:
-      - name: heartbeat_ping
-        schedule: "*/15 * * * *"
-        task: heartbeat_ping
-        enabled: true
-
-This reader knows that shape only (no YAML dependency): the ``entries`` list of
-flat ``key: value`` maps (deeper lines such as ``params`` are ignored), quoted or
-plain scalars, ``#`` comments. An entry it cannot read, whose task is unknown or
-whose cron is invalid is skipped with a warning. An imported entry sets its task's
-cron and enabled flag (the schedule has one row per task). KV
-``heartbeat_yml_imported`` records the import, so later edits in the database win.
+The reader knows the reference's shape only: an ``entries`` list of flat ``key: value`` maps (deeper lines such as
+``params`` are ignored), quoted or plain scalars, ``#`` comments. An imported entry sets its task's cron and enabled
+flag; later edits in the database win.
 """
 
 from __future__ import annotations
@@ -145,7 +134,8 @@ def import_once(db: "Database", home: "Home", config: "Config", known_tasks: Ite
             elif not isinstance(enabled, bool):
                 problem = f"enabled {enabled!r} is not true or false"
             if problem:
-                log.warning("heartbeat.yml: entry skipped", extra={"entry": str(entry.get("name"))[:64], "problem": problem})
+                log.warning("heartbeat.yml: entry skipped",
+                            extra={"entry": str(entry.get("name"))[:64], "problem": problem})
                 continue
             d = by_name.get(task, TaskDefault(task, cron))
             db.execute("INSERT INTO heartbeat_schedule (task_name, cron_expression, enabled, priority, timeout_ms,"
@@ -153,7 +143,8 @@ def import_once(db: "Database", home: "Home", config: "Config", known_tasks: Ite
                        " VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT(task_name) DO UPDATE SET"
                        " cron_expression = excluded.cron_expression, enabled = excluded.enabled,"
                        " updated_at = excluded.updated_at",
-                       (task, cron, int(enabled), d.priority, d.timeout_ms, d.max_retries, d.tier_minimum, stamp, stamp))
+                       (task, cron, int(enabled), d.priority, d.timeout_ms, d.max_retries, d.tier_minimum, stamp,
+                        stamp))
             imported.append(task)
         set_value(db, IMPORTED_KEY, stamp, now_ms)
     log.info("heartbeat.yml imported", extra={"path": str(path), "tasks": imported})

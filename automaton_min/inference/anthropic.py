@@ -1,30 +1,8 @@
-"""Anthropic messages (``POST {base}/v1/messages``). No streaming.
+"""Anthropic messages (``POST {base}/v1/messages``), no streaming.
 
-The neutral conversation is rewritten into the shape the messages API insists on:
-
-* System messages leave the list; their texts, joined by a blank line, become the top-level ``system``.
-* Tool calls and results are first paired up (``wire_common.repair_tool_pairing``): a result that answers
-  no call becomes user text, a call without a result gets an error result.
-* A user message is a ``text`` block. An assistant message is a ``text`` block followed by one ``tool_use``
-  block ``{id, name, input}`` per call (``input`` is the parsed arguments object). A tool result is a
-  ``tool_result`` block ``{tool_use_id, content}`` in a user message.
-* Empty or whitespace-only text blocks are left out (the API refuses them), and a message left with no
-  blocks is dropped.
-* Neighbours with the same role are merged into one message (blocks concatenated), so roles alternate and
-  the results of one assistant turn share one user message. The ``tool_result`` blocks come first in that
-  message, as the API requires: after the pairing repair, results always directly follow their assistant
-  message, so any user text lands after them.
-* The list must start with a user message: if it does not (or nothing is left), a minimal user message
-  ``Continue.`` is put first. A final assistant message loses trailing whitespace (the API refuses it there).
-* Tool-call ids are reduced to the characters the API allows (``[A-Za-z0-9_-]``; others become ``_``), the
-  same way in ``tool_use`` and ``tool_result``, so ids from other providers survive a switch to Anthropic.
-* ``temperature`` is clamped to Anthropic's range [0, 1]. An empty message list is an ``InferenceError``.
-
-The answer: text blocks joined with newlines; each ``tool_use`` block becomes a ``ToolCall`` (a non-object
-``input`` gives ``{}`` and an ``argument_error``); usage is ``input_tokens`` (plus cache creation and cache
-read tokens when reported) and ``output_tokens``; ``stop_reason`` ``tool_use`` -> ``tool_calls``, ``end_turn``
--> ``stop``, ``max_tokens`` -> ``length``, others passed through, missing -> ``stop``. An answer with neither
-text nor tool calls is a valid empty result.
+The neutral conversation is reshaped as the API insists: the system texts on top, tool calls paired with results
+(``wire_common.repair_tool_pairing``), roles alternating (neighbours merged), a user message first, no empty text
+block. An answer with neither text nor tool calls is a valid empty result.
 """
 
 from __future__ import annotations
@@ -69,11 +47,13 @@ def messages_url(base_url: str) -> str:
 
 
 def wire_id(call_id: str | None) -> str:
-    """A tool-call id as Anthropic accepts it (``^[A-Za-z0-9_-]+$``)."""
+    """A tool-call id as Anthropic accepts it (``^[A-Za-z0-9_-]+$``), the same for ``tool_use`` and ``tool_result``,
+    so ids from other providers survive a switch to Anthropic."""
     return _ID_UNSAFE.sub("_", call_id or "") or "call"
 
 
 def _text_block(text: str) -> list[dict[str, Any]]:
+    # The API refuses an empty or whitespace-only text block; a message left with none is dropped.
     return [{"type": "text", "text": text}] if text.strip() else []
 
 
@@ -92,7 +72,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
 
 
 def transform_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, Any]]]:
-    """``(system, messages)`` for the messages API (rules in the module docstring)."""
+    """``(system, messages)`` for the messages API; an empty list is an ``InferenceError``."""
     require_messages(messages, PROVIDER_NAME)
     repaired = repair_tool_pairing(messages)
     system = "\n\n".join(m.content for m in repaired if m.role == "system" and m.content.strip())
@@ -104,12 +84,14 @@ def transform_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[st
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
+            # Repaired results directly follow their call, so a turn's tool_result blocks lead the merged user
+            # message, as the API requires.
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
     if not turns or turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]})
-    last = turns[-1]
+    last = turns[-1]  # the API refuses trailing whitespace in a final assistant message
     if last["role"] == "assistant" and last["content"][-1]["type"] == "text":
         last["content"][-1]["text"] = last["content"][-1]["text"].rstrip()
     return system, turns
@@ -136,7 +118,7 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
 
 
 def parse_message(body: Any, model: str = "") -> ChatResult:
-    """A messages answer as a ``ChatResult`` (rules in the module docstring)."""
+    """A messages answer as a ``ChatResult``; input tokens include the cache's when reported."""
     if not isinstance(body, dict):
         raise ProviderError(f"inference error ({PROVIDER_NAME}): the answer is not a JSON object")
     blocks = body.get("content")

@@ -1,14 +1,9 @@
 """One overall deadline for an inference call, and a way for a stop to cut it short.
 
-The call runs on a reused worker thread (``automaton_min.workers``: no thread is started per call while one
-is idle); the caller waits for it, for the deadline, or for ``cancel`` (the daemon's stop event), whichever
-comes first. A call given up on is abandoned, not killed: its HTTP layer has the same deadline
-(``ResilientHttp(deadline_s=...)``: no retry starts after it and every attempt's timeout is clipped to it),
-so the worker ends soon after on its own, and its answer, if one still comes, is dropped.
-
-When every worker is busy and the process may not start another thread (its pids cgroup is full), the call
-runs in the caller: then only that HTTP deadline bounds it, and its answer counts even if a stop came
-meanwhile.
+The call runs on a reused worker; the caller waits for it, the deadline or ``cancel``. A call given up on is
+abandoned, not killed: its HTTP layer has the same deadline, so the worker ends soon after and a late answer is
+dropped. With no worker to be had (the pids cgroup full) the call runs in the caller, bounded by that HTTP deadline
+alone, and its answer counts even if a stop came meanwhile.
 """
 
 from __future__ import annotations

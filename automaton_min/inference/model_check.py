@@ -1,9 +1,6 @@
-"""Asking a model's endpoint, before a run, whether it will work: which endpoint serves the model, whether it
-answers and lists the model (``GET /v1/models``), its window, and one tiny completion. ``doctor`` and the setup
-wizard's model step use it.
-
-A tiny completion costs nothing on a local endpoint (a loopback, private or link-local address, ``localhost``, a
-``.local`` name, or Ollama); elsewhere it may cost money, so callers make it there only when the user asks.
+"""Asking a model's endpoint, before a run, whether it will work (``doctor`` and the setup wizard's model step). A tiny
+completion costs nothing on a local endpoint (a loopback, private or link-local address, ``localhost``, a ``.local``
+name, or Ollama); elsewhere callers make it only when the user asks.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""OpenAI chat completions (``POST {base}/v1/chat/completions``), as spoken by OpenAI, the Conway proxy,
-Ollama, llama.cpp, vLLM and other compatible servers. No streaming.
+"""OpenAI chat completions (``POST {base}/v1/chat/completions``), as OpenAI, the Conway proxy, Ollama, llama.cpp, vLLM
+and other compatible servers speak them. No streaming.
 
-Base URL. Users write the server's root (``https://api.openai.com``, ``http://127.0.0.1:8080``,
-``http://localhost:11434``) or the root with ``/v1`` (``http://localhost:11434/v1``,
-``https://api.groq.com/openai/v1``); both work. ``chat_completions_url`` strips surrounding whitespace and
-trailing slashes, then a trailing ``/chat/completions`` (a pasted endpoint URL), then a trailing ``/v1``,
-and appends ``/v1/chat/completions``. Only ``http`` and ``https`` URLs with a host are accepted.
-
-Token limit. OpenAI's reasoning-era models (``o1``..``o9``, ``gpt-5*``, ``gpt-4.1*``) refuse ``max_tokens`` and
-want ``max_completion_tokens``; every other server (Ollama, llama.cpp, vLLM, ...) knows only ``max_tokens``.
-``token_limit_field`` decides: ``max_completion_tokens`` when the provider is ``openai`` or ``conway`` (the
-Conway proxy forwards to OpenAI, and the reference sent it there too) and the model matches
-``^(o[1-9]|gpt-5|gpt-4\\.1)``; ``max_tokens`` otherwise.
-
-Answers are parsed defensively: see ``parse_chat_completion``. Ids: see ``wire_common.unique_call_ids``.
+OpenAI's reasoning-era models refuse ``max_tokens`` and want ``max_completion_tokens``, which other servers do not
+know; it is sent to OpenAI and to the Conway proxy (which forwards to OpenAI, as the reference did).
 """
 
 from __future__ import annotations
@@ -50,7 +39,7 @@ def token_limit_field(model: str, provider_name: str) -> str:
 
 
 def chat_completions_url(base_url: str) -> str:
-    """The chat-completions endpoint for a base URL given with or without ``/v1`` (module docstring)."""
+    """The chat-completions endpoint for a server's root, given with or without ``/v1`` or a pasted endpoint URL."""
     url = base_url.strip().rstrip("/")
     if url.endswith("/chat/completions"):
         url = url[: -len("/chat/completions")].rstrip("/")
@@ -79,7 +68,8 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 
 
 def tool_to_wire(tool: ToolSchema) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}
+    return {"type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}
 
 
 def build_body(request: ChatRequest, provider_name: str) -> dict[str, Any]:

@@ -1,15 +1,9 @@
 """Which provider serves a model, and the ``chat`` hook the router calls.
 
-Resolution, first match wins:
-1. registry provider ``ollama`` with ``ollamaBaseUrl`` -> Ollama's OpenAI-compatible endpoint;
-2. provider ``anthropic`` (or a ``claude-*`` model) with ``anthropicApiKey`` -> Anthropic messages;
-3. provider ``openai-compatible`` (the user's own model), or any model when ``openaiBaseUrl`` is set
-   and the model is not an OpenAI/Anthropic one -> ``openaiBaseUrl`` (llama.cpp, vLLM, ...);
-4. provider ``openai`` with ``openaiApiKey`` -> ``openaiBaseUrl`` or api.openai.com;
-5. otherwise the Conway inference proxy at ``conwayApiUrl`` with the raw Conway key.
-
-Every provider sends through a resilient client with its own circuit breaker, and each
-chat call carries one Idempotency-Key so a 429 or 5xx may be retried.
+First match wins: Ollama (with ``ollamaBaseUrl``); Anthropic (its provider or a ``claude-*`` model, with
+``anthropicApiKey``); ``openaiBaseUrl`` (the user's own model, or any model not OpenAI's, Anthropic's or Conway's);
+OpenAI (with ``openaiApiKey``); else the Conway proxy with the raw key. Each provider has its own circuit breaker,
+and each chat call one Idempotency-Key, so a 429 or 5xx may be retried.
 """
 
 from __future__ import annotations
@@ -82,12 +76,13 @@ class Providers:
         try:
             window = self._ask_window(kind, model.model_id)
         except NetworkError as exc:
-            log.info("could not ask the model server for its context size", extra={"model": model.model_id, "error": str(exc)})
+            log.info("could not ask the model server for its context size",
+                     extra={"model": model.model_id, "error": str(exc)})
             return None
         self._windows[model.model_id] = window
         if window:
-            log.info("context size from the model server", extra={"model": model.model_id, "context_tokens": window.tokens,
-                                                                   "source": window.source})
+            log.info("context size from the model server",
+                     extra={"model": model.model_id, "context_tokens": window.tokens, "source": window.source})
         return window
 
     def _ask_window(self, kind: str, model_id: str) -> Window | None:
@@ -100,7 +95,8 @@ class Providers:
             return None
         base = self.config.get("openaiBaseUrl")  # llama.cpp, vLLM, or Ollama's /v1 given as openaiBaseUrl
         questions = (("llama.cpp's /props", lambda: llamacpp_context(base, self.probe)),
-                     ("vLLM's max_model_len in /v1/models", lambda: vllm_context(base, model_id, self.probe, self.auth())),
+                     ("vLLM's max_model_len in /v1/models",
+                      lambda: vllm_context(base, model_id, self.probe, self.auth())),
                      ("Ollama's /api/show", lambda: ollama_context(base, model_id, self.probe)))
         for name, ask in questions:
             tokens = ask()
@@ -121,7 +117,8 @@ class Providers:
             return "ollama"
         if is_anthropic and get("anthropicApiKey"):
             return "anthropic"
-        if get("openaiBaseUrl") and (model.provider == "openai-compatible" or model.provider not in ("openai", "anthropic", "conway")):
+        if get("openaiBaseUrl") and (model.provider == "openai-compatible"
+                                     or model.provider not in ("openai", "anthropic", "conway")):
             return "compatible"
         if model.provider == "openai" and get("openaiApiKey"):
             return "openai"
@@ -141,7 +138,10 @@ class Providers:
             version = (get("modelStrategy") or {}).get("anthropicApiVersion") or "2023-06-01"
             return AnthropicProvider(get("anthropicApiKey"), api_version=version, send=send)
         if kind == "compatible":
-            return OpenAICompatibleProvider(get("openaiBaseUrl"), get("openaiApiKey"), provider_name="openai-compatible", send=send)
+            return OpenAICompatibleProvider(get("openaiBaseUrl"), get("openaiApiKey"),
+                                            provider_name="openai-compatible", send=send)
         if kind == "openai":
-            return OpenAICompatibleProvider(get("openaiBaseUrl") or OPENAI_API, get("openaiApiKey"), provider_name="openai", send=send)
-        return OpenAICompatibleProvider(get("conwayApiUrl"), get("conwayApiKey"), provider_name="conway", auth_style="raw", send=send)
+            return OpenAICompatibleProvider(get("openaiBaseUrl") or OPENAI_API, get("openaiApiKey"),
+                                            provider_name="openai", send=send)
+        return OpenAICompatibleProvider(get("conwayApiUrl"), get("conwayApiKey"), provider_name="conway",
+                                        auth_style="raw", send=send)

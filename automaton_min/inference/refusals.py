@@ -1,21 +1,5 @@
-"""What a provider's error answer means for the caller: the prompt was too long for the model, the
-configuration cannot work (and what to change), or neither (an ordinary, possibly passing, failure).
-
-Context overflows, as the servers say them (HTTP 400, or 413 from some proxies):
-
-* llama.cpp: ``{"error": {"type": "exceed_context_size_error", "message": "request (4476 tokens) exceeds the
-  available context size (4096 tokens)", "n_prompt_tokens": 4476, "n_ctx": 4096}}``; older builds: "the request
-  exceeds the available context size, try increasing it";
-* OpenAI: code ``context_length_exceeded``, "This model's maximum context length is 8192 tokens. However, your
-  messages resulted in 9100 tokens";
-* vLLM and llama-cpp-python's server, after the same first sentence: "However, you requested 2300 tokens (2044 in
-  the messages, 256 in the completion)" (the prompt is the messages' count), "However, your request has 5000 input
-  tokens", or "However, you requested 1000 output tokens and your prompt contains at least 3097 input tokens";
-  llama-cpp-python's own wording: "Requested tokens (5573) exceed context window of 4096";
-* Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
-
-Configuration problems: 401 and 403 (the key is missing, wrong or not allowed) and 404 (no such model, or a
-base URL that points somewhere else).
+"""What a provider's error answer means: the prompt was too long for the model (400, or 413 from some proxies), the
+configuration cannot work (401, 403: the key; 404: the model or base URL) and what to change, or neither.
 """
 
 from __future__ import annotations
@@ -32,15 +16,17 @@ MAX_PLAUSIBLE_TOKENS = 100_000_000
 _OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
 _OVERFLOW_PHRASES = ("context length", "context size", "context window", "maximum context", "n_ctx",
                      "prompt is too long", "too many tokens")
-# (regex, which group is the prompt count, which is the window); a group index of 0 means "not said"
+# (regex, which group is the prompt count, which is the window); a group index of 0 means "not said".
+# In order: llama.cpp, Anthropic, llama-cpp-python's own wording, then the first sentence OpenAI, vLLM and
+# llama-cpp-python's server share with each one's second (the messages' count is the prompt's).
 _NUMBERS = (
     (re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"), 1, 2),
     (re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum"), 1, 2),
     (re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)"), 1, 2),
     (re.compile(r"maximum context length is (\d+) tokens.*?\((\d+) in the messages", re.S), 2, 1),
     (re.compile(r"maximum context length is (\d+) tokens.*?prompt contains at least (\d+) input tokens", re.S), 2, 1),
-    (re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|request has) (\d+) (?:input )?tokens",
-                re.S), 2, 1),
+    (re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested|request has) (\d+) "
+                r"(?:input )?tokens", re.S), 2, 1),
     (re.compile(r"maximum context length is (\d+) tokens"), 0, 1),
 )
 

@@ -1,9 +1,6 @@
-"""The model registry (``model_registry``): which models exist, what they cost, which tier may use them.
-
-Prices are integers in hundredths of a cent per 1,000 tokens (the reference's unit).
-Seeding the baseline keeps each row's ``enabled`` flag and never disables models
-that are not in the baseline (the reference disabled every model it had refreshed
-from an API, and so ignored them).
+"""The model registry (``model_registry``): which models exist, what they cost, which tier may use them (README:
+Clients). Seeding the baseline keeps each row's ``enabled`` flag (the reference disabled every model it had
+refreshed from an API).
 """
 
 from __future__ import annotations
@@ -40,8 +37,10 @@ class ModelInfo:
         return self.cost_per_1k_input == 0 and self.cost_per_1k_output == 0
 
 
-def _openai(model_id: str, name: str, tier: str, cost_in: int, cost_out: int, max_tokens: int, vision: bool) -> ModelInfo:
-    return ModelInfo(model_id, "openai", name, tier, cost_in, cost_out, max_tokens, 1_047_576, True, vision, "max_completion_tokens")
+def _openai(model_id: str, name: str, tier: str, cost_in: int, cost_out: int, max_tokens: int,
+            vision: bool) -> ModelInfo:
+    return ModelInfo(model_id, "openai", name, tier, cost_in, cost_out, max_tokens, 1_047_576, True, vision,
+                     "max_completion_tokens")
 
 
 BASELINE: tuple[ModelInfo, ...] = (
@@ -80,7 +79,8 @@ class ModelRegistry:
         """Insert ``model`` or update it in place (``created_at`` is kept)."""
         stamp = to_iso(self.now())
         self.db.execute(
-            f"INSERT INTO model_registry ({_COLUMNS}, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            f"INSERT INTO model_registry ({_COLUMNS}, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(model_id) DO UPDATE SET provider = excluded.provider, display_name = excluded.display_name,"
             f" tier_minimum = {'model_registry.tier_minimum' if keep_tier else 'excluded.tier_minimum'},"
             " cost_per_1k_input = excluded.cost_per_1k_input, cost_per_1k_output = excluded.cost_per_1k_output,"
@@ -125,13 +125,17 @@ class ModelRegistry:
                     provider=str(entry.get("provider") or entry.get("owned_by") or default_provider),
                     display_name=str(entry.get("display_name") or entry.get("name") or model_id),
                     tier_minimum=known.tier_minimum if known else "normal",
-                    cost_per_1k_input=_per_1k_units(pricing, "input") if pricing else (known.cost_per_1k_input if known else 0),
-                    cost_per_1k_output=_per_1k_units(pricing, "output") if pricing else (known.cost_per_1k_output if known else 0),
+                    cost_per_1k_input=(_per_1k_units(pricing, "input") if pricing
+                                       else (known.cost_per_1k_input if known else 0)),
+                    cost_per_1k_output=(_per_1k_units(pricing, "output") if pricing
+                                        else (known.cost_per_1k_output if known else 0)),
                     max_tokens=_int(entry.get("max_tokens"), known.max_tokens if known else 4096),
                     context_window=_int(entry.get("context_window"), known.context_window if known else 128_000),
                     supports_tools=bool(entry.get("supports_tools", True)),
                     supports_vision=bool(entry.get("supports_vision", False)),
-                    parameter_style=entry.get("parameter_style") if entry.get("parameter_style") in ("max_tokens", "max_completion_tokens") else "max_tokens",
+                    parameter_style=(entry.get("parameter_style")
+                                     if entry.get("parameter_style") in ("max_tokens", "max_completion_tokens")
+                                     else "max_tokens"),
                 ))
                 count += 1
         return count
@@ -151,7 +155,8 @@ class ModelRegistry:
                 known = self.get(name)
                 base, _, tag = name.partition(":")
                 display = base.capitalize() + (f" ({tag})" if tag and tag != "latest" else "")
-                model = ModelInfo(name, "ollama", display, known.tier_minimum if known else "critical", 0, 0, 4096, 8192)
+                model = ModelInfo(name, "ollama", display, known.tier_minimum if known else "critical", 0, 0, 4096,
+                                  8192)
                 self.upsert(replace(model, enabled=known.enabled if known else True))
                 count += 1
         return count

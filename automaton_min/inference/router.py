@@ -1,33 +1,8 @@
 """The inference router: which model, how many tokens, whether the budget allows it, what it cost.
 
-- The model the user configured (``inferenceModel``) is the one used at the normal and
-  high tiers; ``modelStrategy.lowComputeModel`` and ``criticalModel`` at the lower
-  tiers; when a choice is disabled in the registry, the cheapest enabled model the
-  tier may use stands in. The dead tier gets no inference.
-- Lower tiers also get fewer output tokens and a smaller context budget (low-compute mode).
-- The context window (``window``, ``inference/windows.py``): ``modelStrategy.contextWindow`` when set, else what
-  the local server serving the model says (``describe``: llama.cpp ``/props``, vLLM ``/v1/models``, Ollama
-  ``/api/show``), else what the server named in a refusal (this run or an earlier one), else the registry's.
-  A model the registry does not know costs ``modelStrategy.inputCostPer1k``/``outputCostPer1k`` (default 0:
-  right for a local server, which costs nothing; a paid provider without a configured price is logged once).
-  The output limit is at most a quarter of a small window, so the prompt keeps room.
-- When a server refuses a prompt as too long (``ContextTooLong``), ``shrink_context`` gives a smaller budget
-  for that model, from the server's own numbers when it sent them; it is remembered for later turns, and the
-  window the server named is kept for later runs.
-- Input tokens are cl100k_base tokens (``memory/tokens.py``). The context budget of a model that does not use
-  cl100k (Gemma, Llama, anything local, the o200k GPT models) leaves ``safety_margin`` (10%) of its window
-  unused, as our counts are not its tokenizer's.
-- Budgets are checked before the call against a worst-case estimate (input: the cheap token estimate raised
-  by its error bound, ``COUNT_BAND``, and the exact count only when that is denied; output = the token
-  limit): the per-call ceiling, the hourly and session budgets
-  (``modelStrategy``), and the treasury's daily inference budget. A denial is a
-  ``BudgetDenied`` value the loop acts on, not an exception.
-- Every call has one deadline for all its attempts together, ``TASK_TIMEOUTS_S`` (120 s for an agent turn),
-  and a stop (``cancel``) ends the wait at once (``inference/deadline.py``): a hung server never holds a turn,
-  or a shutdown, longer than that.
-- Cost comes from the usage the provider reports (estimated only when it reports none),
-  in integer cents rounded up, and is recorded in ``inference_costs`` with the real turn
-  id and in ``spend_tracking`` in one transaction.
+A model that does not use cl100k (Gemma, Llama, anything local, the o200k GPT models) keeps ``safety_margin`` of its
+window unused, as our counts are not its tokenizer's. Cost is estimated only when the provider reports no usage; the
+``inference_costs`` row and the ``spend_tracking`` entry are written in one transaction.
 """
 
 from __future__ import annotations
@@ -45,8 +20,8 @@ from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
-from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable, ProviderError,
-                                          ToolSchema)
+from automaton_min.inference.types import (ChatRequest, ChatResult, ContextTooLong, Message, ModelUnusable,
+                                          ProviderError, ToolSchema)
 from automaton_min.inference.windows import ASSUMED, CONFIGURED, REFUSED, REGISTRY, LearnedWindows, Window
 from automaton_min.memory.tokens import EXACT_BAND, count_tokens, estimate_tokens, safety_margin
 from automaton_min.log import get_logger
@@ -64,10 +39,14 @@ TASK_TIMEOUTS_S = {"heartbeat_triage": 15, "safety_check": 30, "summarization": 
 
 # Output-token limit per tier and task (None: that task does not run at that tier).
 MAX_TOKENS: dict[str, dict[str, int | None]] = {
-    "high": {"agent_turn": 8192, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096, "planning": 8192},
-    "normal": {"agent_turn": 4096, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096, "planning": 4096},
-    "low_compute": {"agent_turn": 4096, "heartbeat_triage": 1024, "safety_check": 2048, "summarization": 2048, "planning": 2048},
-    "critical": {"agent_turn": 2048, "heartbeat_triage": 512, "safety_check": 1024, "summarization": None, "planning": None},
+    "high": {"agent_turn": 8192, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096,
+             "planning": 8192},
+    "normal": {"agent_turn": 4096, "heartbeat_triage": 2048, "safety_check": 4096, "summarization": 4096,
+               "planning": 4096},
+    "low_compute": {"agent_turn": 4096, "heartbeat_triage": 1024, "safety_check": 2048, "summarization": 2048,
+                    "planning": 2048},
+    "critical": {"agent_turn": 2048, "heartbeat_triage": 512, "safety_check": 1024, "summarization": None,
+                 "planning": None},
     "dead": {task: None for task in TASK_TIMEOUTS_S},
 }
 
@@ -186,11 +165,13 @@ class Router:
         if model is None:
             return BudgetDenied("model", f"no enabled model is allowed at the {tier} tier")
         if task_type == "agent_turn":  # both settings are caps; honour the smaller
-            limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit), int(self._strategy("maxTokensPerTurn", limit)))
+            limit = min(limit, int(self.config.get("maxTokensPerTurn") or limit),
+                        int(self._strategy("maxTokensPerTurn", limit)))
         window = self.window(model).tokens
         limit = min(limit, model.max_tokens, max(window // 4, MIN_OUTPUT_TOKENS))
         usable = window - math.ceil(window * safety_margin(model.model_id))
-        budget = min(CONTEXT_BUDGET[tier], max(usable - limit, 0), self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
+        budget = min(CONTEXT_BUDGET[tier], max(usable - limit, 0),
+                     self._context_caps.get(model.model_id, CONTEXT_BUDGET[tier]))
         return Route(replace(model, context_window=window), limit, budget, tier, task_type)
 
     def window(self, model: ModelInfo) -> Window:
@@ -200,7 +181,8 @@ class Router:
             return Window(configured, CONFIGURED)
         told = self.describe(model) if self.describe is not None else None
         known = self.registry.get(model.model_id) is not None
-        window = told or self.learned.get(model.model_id) or Window(model.context_window, REGISTRY if known else ASSUMED)
+        window = (told or self.learned.get(model.model_id)
+                  or Window(model.context_window, REGISTRY if known else ASSUMED))
         refused = self._server_windows.get(model.model_id)
         return Window(refused, REFUSED) if refused and refused < window.tokens else window
 
@@ -216,7 +198,8 @@ class Router:
         reference = min(route.context_budget, sent_tokens)
         model = route.model
         if error.context_tokens:
-            self._server_windows[model_id] = min(error.context_tokens, self._server_windows.get(model_id, error.context_tokens))
+            self._server_windows[model_id] = min(error.context_tokens,
+                                                 self._server_windows.get(model_id, error.context_tokens))
             self.learned.record(model_id, self._server_windows[model_id])
             model = replace(model, context_window=min(model.context_window, error.context_tokens))
             max_tokens = min(max_tokens, max(error.context_tokens // 4, MIN_OUTPUT_TOKENS))
@@ -260,7 +243,8 @@ class Router:
         if provider not in LOCAL_PROVIDERS and not (price_in or price_out) and model_id not in self._price_warned:
             self._price_warned.add(model_id)
             log.warning("the price of this model is unknown; its calls are recorded as free (set "
-                        "modelStrategy.inputCostPer1k and outputCostPer1k)", extra={"model": model_id, "provider": provider})
+                        "modelStrategy.inputCostPer1k and outputCostPer1k)",
+                        extra={"model": model_id, "provider": provider})
         return ModelInfo(model_id, provider, model_id, cost_per_1k_input=price_in, cost_per_1k_output=price_out)
 
     def _provider_guess(self) -> str:
@@ -272,17 +256,21 @@ class Router:
         """Every inference budget, against a worst-case ``estimate`` in cents (allowed up to the limit)."""
         ceiling = int(self._strategy("perCallCeilingCents", 0))
         if ceiling > 0 and estimate > ceiling:
-            return BudgetDenied("perCallCeilingCents", f"this call may cost up to {estimate} cents, above the per-call ceiling of {ceiling}")
+            return BudgetDenied("perCallCeilingCents",
+                                f"this call may cost up to {estimate} cents, above the per-call ceiling of {ceiling}")
         hourly = int(self._strategy("hourlyBudgetCents", 0))
         spent_hour = self.spend.spent("inference", HOUR_MS)
         if hourly > 0 and spent_hour + estimate > hourly:
-            return BudgetDenied("hourlyBudgetCents", f"{spent_hour} + {estimate} cents would pass the hourly inference budget of {hourly}")
+            return BudgetDenied("hourlyBudgetCents",
+                                f"{spent_hour} + {estimate} cents would pass the hourly inference budget of {hourly}")
         session = int(self._strategy("sessionBudgetCents", 0))
         if session > 0:
-            spent_session = int(self.db.scalar("SELECT COALESCE(SUM(cost_cents), 0) FROM inference_costs WHERE session_id = ?",
-                                               (self.session_id,), default=0))
+            spent_session = int(self.db.scalar(
+                "SELECT COALESCE(SUM(cost_cents), 0) FROM inference_costs WHERE session_id = ?",
+                (self.session_id,), default=0))
             if spent_session + estimate > session:
-                return BudgetDenied("sessionBudgetCents", f"{spent_session} + {estimate} cents would pass the session budget of {session}")
+                return BudgetDenied("sessionBudgetCents",
+                                    f"{spent_session} + {estimate} cents would pass the session budget of {session}")
         policy = self.config.get("treasuryPolicy")
         if policy:
             refusal = inference_refusal(self.spend, policy, estimate)
@@ -335,7 +323,8 @@ class Router:
         output_tokens = result.usage.output_tokens if result.usage.output_tokens is not None else count_tokens(
             result.content + "".join(c.raw_arguments for c in result.tool_calls))
         cost = cost_cents(route.model, input_tokens, output_tokens)
-        self._record(route, turn_id, input_tokens, output_tokens, cost, latency_ms, result.provider or route.model.provider)
+        self._record(route, turn_id, input_tokens, output_tokens, cost, latency_ms,
+                     result.provider or route.model.provider)
         self.metrics.inference(route.model.model_id, latency_ms, cost)
         if usage_estimated:
             log.info("provider reported no usage; cost estimated", extra={"model": route.model.model_id})
@@ -347,8 +336,9 @@ class Router:
         row_id = new_ulid(now_ms)
         with self.db.transaction():
             self.db.execute(
-                "INSERT INTO inference_costs (id, session_id, turn_id, model, provider, input_tokens, output_tokens, cost_cents,"
-                " latency_ms, tier, task_type, cache_hit, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                "INSERT INTO inference_costs (id, session_id, turn_id, model, provider, input_tokens, output_tokens,"
+                " cost_cents, latency_ms, tier, task_type, cache_hit, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
                 (row_id, self.session_id, turn_id, route.model.model_id, provider, input_tokens, output_tokens, cost,
                  latency_ms, route.tier, route.task_type, to_iso(now_ms)),
             )

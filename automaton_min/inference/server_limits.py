@@ -1,18 +1,10 @@
-"""Asking a local model server how much context it gives a model.
+"""Asking a local model server how much context it gives a model (README: Clients, Model registry).
 
-* llama.cpp: ``GET {root}/props`` (public, no key): ``default_generation_settings.n_ctx`` (the context of one
-  slot, which is what one request gets), or a top-level ``n_ctx`` in some builds.
-* vLLM: ``GET {root}/v1/models`` (with the key, if the server wants one): the model's entry has
-  ``max_model_len``.
-* Ollama: ``POST {root}/api/show`` with ``{"model": name}``: ``parameters`` (Modelfile text) may set
-  ``num_ctx N``; ``model_info["<architecture>.context_length"]`` is what the model was trained for. Ollama
-  runs a model with its own smaller default unless ``num_ctx`` (or ``OLLAMA_CONTEXT_LENGTH``) says otherwise
-  and silently cuts longer prompts, so without ``num_ctx`` the answer is the smaller of the trained length
-  and ``OLLAMA_DEFAULT_CONTEXT`` (Ollama's default on machines with little memory). A server started with
-  more can say so with ``modelStrategy.contextWindow``.
-
-``root`` is the base URL without ``/v1`` (and without a pasted ``/chat/completions``). Every function answers
-``None`` when the server does not say, and raises ``NetworkError`` when it could not be asked.
+llama.cpp's ``n_ctx`` is one slot's, what one request gets (some builds put it at the top of ``/props``); vLLM is
+asked with the key, if it wants one; Ollama's small default applies unless ``num_ctx`` says otherwise (or
+``OLLAMA_CONTEXT_LENGTH``, which it does not report: ``modelStrategy.contextWindow`` then). ``root`` is the base URL
+without ``/v1``. Every function answers ``None`` when the server does not say, and raises ``NetworkError`` when it
+could not be asked.
 """
 
 from __future__ import annotations
@@ -78,7 +70,7 @@ def llamacpp_context(base_url: str, send: Send) -> int | None:
 
 
 def ollama_context(base_url: str, model: str, send: Send) -> int | None:
-    """The context Ollama runs ``model`` with, from ``POST /api/show`` (rules in the module docstring)."""
+    """The context Ollama runs ``model`` with, from ``POST /api/show`` (README: Clients, model registry)."""
     data = _json(send("POST", f"{server_root(base_url)}/api/show", json={"model": model}, timeout=PROBE_TIMEOUT_S))
     if data is None:
         return None

@@ -1,7 +1,5 @@
-"""The provider-neutral shapes of a chat: messages, tool calls, tool schemas, results.
-
-Providers translate these to and from their wire formats (OpenAI chat
-completions, Anthropic messages); the router and the agent loop see only these.
+"""The provider-neutral shapes of a chat (messages, tool calls, tool schemas, results): providers translate them to and
+from their wire formats; the router and the agent loop see only these.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A model's context window and where it came from.
-
-The first that answers: ``modelStrategy.contextWindow``; what the model's server says (llama.cpp ``/props``,
-vLLM's ``max_model_len`` in ``/v1/models``, Ollama's ``/api/show``); what a server named when it refused a prompt
-as too long, in this run or an earlier one (KV ``model_windows``); the registry's figure. A refusal in this run
-lowers whichever of these applies.
+"""A model's context window and where it came from (the sources in order: README, Clients, model registry). A refusal
+in this run lowers whichever source applies.
 """
 
 from __future__ import annotations

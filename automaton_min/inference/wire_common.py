@@ -1,29 +1,5 @@
-"""Helpers both wire formats share: calling ``send``, error messages without secrets, tool-call ids and
-arguments, and repairing tool-call/tool-result pairing before a request goes out.
-
-Tool-call ids (``unique_call_ids``). The agent loop stores tool calls with their id as a primary key, and
-local models repeat ids (``call_0`` twice) or send none. Within one result every call gets a unique id:
-
-1. a call whose provider id is a non-empty string not used by an earlier call of the same result keeps it;
-2. every other call (no id, empty id, or a repeat) gets ``<provider id or "call">_<position>``, where
-   ``position`` is the call's 0-based index in the result; if that is taken too, ``_2``, ``_3`` ... is appended
-   until it is unique among all ids of the result (kept and generated alike).
-
-The scheme is deterministic, so the same answer always yields the same ids. It makes ids unique within one
-result only; a model that answers ``call_0`` on every turn repeats ids across turns, so the loop must not use
-the bare id as a key across turns.
-
-Pairing repair (``repair_tool_pairing``). Both APIs refuse a conversation where a tool result does not answer
-a tool call of the assistant message just before it, or where an assistant tool call goes unanswered
-(OpenAI: 400 "tool_call_ids did not have response messages"; Anthropic: 400 "tool_use ids were found without
-tool_result blocks"). Trimmed histories and interrupted turns produce exactly that, so before sending:
-
-* a tool result that answers no open call of the preceding assistant message becomes a user message
-  ``[tool result <id>] <content>`` (the model still sees it);
-* an assistant call with no result before the next non-tool message gets a synthetic tool result
-  ``error: no result was recorded for this tool call``.
-
-Well-formed conversations pass through unchanged.
+"""What both wire formats share: calling ``send``, error messages without secrets, tool-call ids and arguments, and
+repairing tool-call/tool-result pairing before a request goes out.
 """
 
 from __future__ import annotations
@@ -33,7 +9,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from automaton_min.errors import RuntimeFailure
 from automaton_min.inference.refusals import config_fix, context_overflow
-from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ModelUnusable, ProviderError, ToolCall
+from automaton_min.inference.types import (ContextTooLong, InferenceError, Message, ModelUnusable, ProviderError,
+                                          ToolCall)
 from automaton_min.net.http import HttpError, NetworkError, Response
 
 Send = Callable[..., Response]
@@ -113,9 +90,9 @@ def post_json(
     except RuntimeFailure as exc:  # a resilient client's CircuitOpenError: nothing was sent
         raise ProviderUnreachable(redact(f"inference error ({provider}): {exc}", secrets)) from exc
     if len(response.body) > MAX_ANSWER_BYTES:
-        raise ProviderError(f"inference error ({provider}): {response.status} with a body of {len(response.body):,} bytes, "
-                            f"over the {MAX_ANSWER_BYTES >> 20} MiB no answer reaches within the output-token caps; "
-                            "the server is misbehaving", response.status)
+        raise ProviderError(f"inference error ({provider}): {response.status} with a body of "
+                            f"{len(response.body):,} bytes, over the {MAX_ANSWER_BYTES >> 20} MiB no answer reaches "
+                            "within the output-token caps; the server is misbehaving", response.status)
     if not response.ok:
         message = f"inference error ({provider}): {response.status}: {error_detail(response.body, secrets)}"
         overflow = context_overflow(response.status, response.body)
@@ -215,7 +192,12 @@ def arguments_text(call: ToolCall) -> str:
 
 
 def unique_call_ids(provider_ids: list[Any]) -> list[str]:
-    """One unique id per call, following the scheme in the module docstring."""
+    """One id per call, unique within this answer (the loop stores calls by id; local models repeat ids or send none).
+
+    A call keeps a non-empty provider id no earlier call used; any other gets ``<provider id or "call">_<position>``,
+    with ``_2``, ``_3``... appended while taken. Deterministic, and unique within one answer only: a model that says
+    ``call_0`` every turn repeats ids across turns.
+    """
     ids: list[str | None] = []
     taken: set[str] = set()
     for value in provider_ids:
@@ -249,7 +231,12 @@ def int_or_none(value: Any) -> int | None:
 
 
 def repair_tool_pairing(messages: Iterable[Message]) -> tuple[Message, ...]:
-    """Make every tool result answer a call of the assistant message before it, and every call answered."""
+    """Make every tool result answer a call of the assistant message before it, and every call answered.
+
+    Both APIs refuse an unpaired result or call with a 400, and trimmed histories and interrupted turns make them: a
+    result that answers no open call becomes user text ``[tool result <id>] ...``, a call left unanswered gets
+    ``MISSING_RESULT``. A well-formed conversation passes unchanged.
+    """
     out: list[Message] = []
     open_calls: list[str] = []  # calls of the last assistant message not yet answered, in order
     orphans: list[Message] = []  # results inside the current run that answer no open call

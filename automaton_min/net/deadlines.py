@@ -1,15 +1,9 @@
-"""Whole-request deadlines for HTTP: connect, headers and body together, name resolution included.
+"""Whole-request deadlines for HTTP: connect, headers and body together, name resolution included (README: Clients).
 
-A socket timeout bounds each read, not the request: a server that sends a byte every few seconds keeps a call
-alive for ever, and ``getaddrinfo`` ignores socket timeouts altogether. Here the request's connections are
-opened through ``WatchedHTTPConnection`` (and its TLS twin), which resolve the name on a reused worker thread
-within the time left and register each socket with ``SocketWatch``: one long-lived thread that shuts a socket
-down when its request's deadline passes (the blocked read returns at once).
-
-A stop signal (``SocketWatch.stop``) cuts every request at once, and any request started after it, except those
-that ask to finish (``finish_at_stop``: a model's answer the turn under way waits for, a paid request whose outcome
-decides whether money left); those end at their own deadline or when the stop's grace period runs out
-(``cut_all``).
+A socket timeout bounds each read, not the request, and ``getaddrinfo`` ignores it. So connections open through
+``WatchedHTTPConnection`` (and its TLS twin), which resolve the name on a reused worker within the time left and
+register each socket with ``SocketWatch``, whose one thread shuts a socket down at its request's deadline. At a
+stop, requests that ``finish_at_stop`` end at their own deadline or at ``cut_all``.
 """
 
 from __future__ import annotations

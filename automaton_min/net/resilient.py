@@ -1,42 +1,15 @@
 """Retries with jittered backoff and a per-service circuit breaker, on top of ``net.http.request``.
 
-``ResilientHttp(service).request`` has the call shape of ``net.http.request`` (plus ``idempotency_key``,
-``retry`` and ``deadline_s``), so a bound method can be passed wherever a ``send`` callable is expected.
+``ResilientHttp(service).request`` has ``net.http.request``'s call shape (plus ``idempotency_key``, ``retry`` and
+``deadline_s``), so its bound method serves as a ``send`` callable. When retries run out on a retryable status the
+last ``Response`` is returned (the caller sees the 503 and its body); on a ``NetworkError`` the last one is raised.
+``deadline_s`` bounds the whole call: each attempt's timeout is clipped to the time left, and no wait starts that
+would end past it.
 
-What is retried (up to ``max_retries`` times, so ``max_retries + 1`` attempts):
-
-* 429, 500, 502, 503 and 504 answers, and ``NetworkError`` (refused, reset, timed out, DNS, TLS);
-* never any other status: a 404 is an answer, not a hiccup (the reference retried 404s three times);
-* a mutating call (anything but GET, HEAD, OPTIONS) only when it carries an ``Idempotency-Key``
-  (``idempotency_key=`` or the header), and then with the same key on every attempt, so the server can tell a
-  retry from a second order. Without a key a POST is sent once: a 503 after the server acted would run it twice.
-
-The wait before retry ``n`` (0-based) is ``base_delay_s * 2**n`` times a jitter factor in [0.5, 1.5), or the
-server's ``Retry-After`` (delta-seconds or HTTP-date) when it sends one; both are capped at ``max_delay_s``.
-When retries run out on a retryable status the last ``Response`` is returned (the caller sees the 503 and its
-body); when they run out on a ``NetworkError`` the last one is raised.
-
-Timeouts. ``requests`` applies ``timeout`` to each socket operation: connecting, and every wait for data. So
-an attempt to a server that stops answering is aborted after at most ``timeout`` seconds (the connection is
-closed; nothing keeps running in the background). A server that keeps trickling bytes can stretch one attempt
-past ``timeout``; this layer does not guard against that. ``deadline_s`` bounds the whole call, retries and
-waits included: each attempt's timeout is clipped to the time left, and no wait starts that would end past the
-deadline (the call then ends with the last answer or error instead of sleeping).
-
-Circuit breaker. Each service has its own ``CircuitBreaker`` (``breaker_for(service)``, or one passed in;
-a breaker is bound to the first service that uses it and refuses any other). It counts consecutive failed
-*calls* (not attempts): a call fails when it ends on a retryable status after its retries (or without
-retries), on any other 5xx, or on a ``NetworkError``. At ``threshold`` failures it opens for ``open_for_s``;
-calls then raise ``CircuitOpenError`` without sending anything. After that one trial call is let through,
-with a single attempt: success closes the breaker, failure opens it again for another ``open_for_s``.
-
-Any other answer (2xx, 3xx, and 4xx other than 429) counts as a success and resets the streak. A 404, 401 or
-409 comes from the service's own application code: it proves the service is reachable and working, which is
-exactly what the breaker asks. (Gateways in front of a dead service answer 502/503/504, or 52x, not 4xx.) A
-4xx trial call in the half-open state must also settle the breaker one way or the other, and "the service
-answered" can only mean closed. The reference's defect was not this reset but that it shared one breaker
-across unrelated services and retried 404s; both are fixed here. 429 is the exception among 4xx: the service
-is asking us to back off, so it is retried and, when retries run out, counts as a failure.
+The breaker counts failed calls, not attempts: a retryable status after its retries, any other 5xx, or a
+``NetworkError``. Any other answer (404, 401, 409) comes from the service's own code, so it proves the service up and
+closes the breaker, a half-open trial included; 429 alone among 4xx is retried and counts as a failure. A breaker
+belongs to the first service that uses it and refuses any other (the reference shared one across services).
 """
 
 from __future__ import annotations
@@ -133,7 +106,8 @@ class CircuitBreaker:
                 return False
             now = self._now()
             if now < self._open_until or self._trial_out:
-                raise CircuitOpenError(self.service or "the service", self._open_until, max(self._open_until - now, 0.0))
+                raise CircuitOpenError(self.service or "the service", self._open_until,
+                                       max(self._open_until - now, 0.0))
             self._trial_out = True
             return True
 
@@ -165,7 +139,8 @@ class CircuitBreaker:
 class BreakerRegistry:
     """One ``CircuitBreaker`` per service name, created on first use."""
 
-    def __init__(self, threshold: int = 5, open_for_s: float = 60.0, *, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, threshold: int = 5, open_for_s: float = 60.0, *,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self._make = lambda service: CircuitBreaker(threshold, open_for_s, now=now, service=service)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._lock = threading.Lock()

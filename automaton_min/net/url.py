@@ -1,11 +1,6 @@
-"""One reading of a URL: the host the allow-list checks, the payment guard compares, the cool-down is keyed on and
-the HTTP client connects to are the same, because the client is handed the URL rebuilt from this reading.
-
-A URL that parsers read in different ways is refused, not guessed at: a backslash, userinfo (``user@host``),
-whitespace or control characters, a fragment, anything percent-encoded or non-ASCII in the host part (``%2F``,
-``%5C``, Unicode dots that some libraries fold into ``.``), and a host that spells an IP address in an odd way
-(decimal ``2130706433``, octal ``0177.0.0.1``, hex ``0x7f.1``, fewer than four parts). IPv6 literals are kept,
-in their canonical spelling.
+"""One reading of a URL, so the allow-list, the payment guard, the cool-down and the HTTP client see the same host
+(README: Payments). An oddly spelt IP address includes hex (``0x7f.1``) and fewer than four parts; IPv6 literals are
+kept, in their canonical spelling.
 """
 
 from __future__ import annotations

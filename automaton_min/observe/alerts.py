@@ -1,18 +1,6 @@
-"""Alert rules evaluated against a metrics snapshot: the reference's seven defaults, their severities and cooldowns.
-
-``AlertEngine.evaluate`` checks every rule against a snapshot. A rule whose condition
-holds is active; it fires (is logged, and recorded with a new ``firedAt``) unless it
-fired within its cooldown, in which case it stays active with its earlier ``firedAt``.
-A rule whose condition no longer holds is cleared, but its cooldown still runs, so a
-flapping condition does not fire at every evaluation.
-
-The engine keeps no state of its own: the caller hands it the alerts active at the
-last evaluation and when each rule last fired (``report_metrics`` reads both from
-``metric_snapshots``, so cooldowns survive a restart; the reference forgot them).
-
-Only a critical alert that has just become active, and fired (outside its cooldown),
-wakes the agent (a wake costs a model call); one that stays active is not a new reason
-to wake. Warnings never wake.
+"""Alert rules evaluated against a metrics snapshot: the reference's seven, their severities and cooldowns (README:
+Observability). The engine keeps no state: the caller hands it the alerts active at the last evaluation and when
+each rule last fired (``report_metrics`` reads both from ``metric_snapshots``).
 """
 
 from __future__ import annotations
@@ -120,9 +108,11 @@ def default_rules() -> list[AlertRule]:
         AlertRule("policy_high_deny_rate", "warning", 15 * MINUTE_MS, _above(_policy_deny_rate, 0.5),
                   "the policy denied {value:.0%} of tool calls (over 50%)"),
         AlertRule("context_near_capacity", "warning", 10 * MINUTE_MS,
-                  _above(lambda s: s.gauge(m.CONTEXT_TOKENS), 90_000), "the last prompt held {value:.0f} tokens (over 90000)"),
+                  _above(lambda s: s.gauge(m.CONTEXT_TOKENS), 90_000),
+                  "the last prompt held {value:.0f} tokens (over 90000)"),
         AlertRule("inference_budget_warning", "warning", 30 * MINUTE_MS,
-                  _above(lambda s: s.counter(m.INFERENCE_COST), 400), "inference has cost {value:.0f} cents this run (over 400)"),
+                  _above(lambda s: s.counter(m.INFERENCE_COST), 400),
+                  "inference has cost {value:.0f} cents this run (over 400)"),
         AlertRule("child_unhealthy_extended", "warning", 30 * MINUTE_MS,
                   _above(lambda s: s.gauge("unhealthy_child_count"), 0), "{value:.0f} child agents are unhealthy"),
         AlertRule("zero_turns_last_hour", "critical", 60 * MINUTE_MS, _zero_turns,

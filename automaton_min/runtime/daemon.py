@@ -1,23 +1,9 @@
-"""The long-running process: wake cycles, and event-driven sleep between them.
+"""The long-running process: wake cycles, and event-driven sleep between them (README: The service).
 
-Between cycles the main thread blocks on one ``threading.Event`` until the sleep
-timer (``sleep_until``) runs out, something wakes the agent, or a stop is asked for:
-no polling, no CPU while asleep. A wake is a stored wake event (``store/wake.py``)
-followed by the event being set: by the heartbeat's thread, or by SIGUSR1 from
-another process (``automaton-min wake``); the reasons become the next wake-up message.
-
-SIGTERM and SIGINT let the turn under way finish within a grace period (30 s); after it
-the turn is cut off (the wait for the model ends, the running command is cancelled,
-nothing of the turn is written, its messages go back to the inbox). A second signal
-exits at once, unless it comes within ``SAME_STOP_S`` of the first: Ctrl-C reaches the
-one-file binary's bootloader and its Python child together, and the bootloader forwards
-it once more. Then the process exits 0.
-
-A cycle that cannot write ``state.db`` (the disk is full, a write failed, the file system went read-only) does
-not end the process: the database is intact (the failed transaction is rolled back). If the disk reserve
-(``store/disk_reserve.py``) was still held, it is released and the next cycle starts at once; otherwise the
-daemon logs one error naming the file and the fix and waits ``STORAGE_RETRY_S`` or until woken. Either way
-``recover`` runs first (the runtime puts back the inbox messages the failed turn had claimed).
+A cycle that cannot write ``state.db`` (disk full, a failed write, a read-only file system) does not end the process:
+the failed transaction is rolled back and ``recover`` puts the turn's inbox messages back; then a disk reserve still
+held is released and the next cycle starts at once, or else one error names the file and the fix and the daemon
+waits ``STORAGE_RETRY_S`` or until woken.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ def run_doctor(home: Home, *, try_model: bool = False) -> list[Check]:
         try:
             config = load_config(home)
         except AutomatonError as exc:
-            config_check = Check("config", False, str(exc), f"edit {home.config_path}, or move it aside and run: automaton-min setup")
+            config_check = Check("config", False, str(exc),
+                                 f"edit {home.config_path}, or move it aside and run: automaton-min setup")
     checks.append(config_check)
 
     wallet_address = None
@@ -57,7 +58,9 @@ def run_doctor(home: Home, *, try_model: bool = False) -> list[Check]:
             wallet_check = Check("wallet", False, str(exc), "restore wallet.json from a backup")
     checks.append(wallet_check)
     if config is not None and wallet_address and config["walletAddress"] not in (None, wallet_address):
-        checks.append(Check("wallet address", False, f"automaton.json says {config['walletAddress']}, wallet.json holds {wallet_address}", "run: automaton-min setup"))
+        checks.append(Check("wallet address", False,
+                            f"automaton.json says {config['walletAddress']}, wallet.json holds {wallet_address}",
+                            "run: automaton-min setup"))
 
     if home.api_key_path.exists():
         checks.append(_mode_check("api key", home.api_key_path, 0o600))
@@ -99,12 +102,15 @@ def _database_checks(home: Home, config: Config | None, wallet_address: str | No
     with db:
         problems = db.integrity_check()
         ok = problems == ["ok"]
-        checks.append(Check("database integrity", ok, "integrity_check ok" if ok else "; ".join(problems[:3]), "" if ok else f"restore {path} from a backup"))
+        checks.append(Check("database integrity", ok, "integrity_check ok" if ok else "; ".join(problems[:3]),
+                            "" if ok else f"restore {path} from a backup"))
         version, latest = current_version(db), latest_version()
         checks.append(Check("database schema", version >= latest, f"version {version} (latest {latest})"))
         recorded = read_identity(db).get("address")
         if wallet_address and recorded and recorded != wallet_address:
-            checks.append(Check("identity", False, f"state.db belongs to {recorded}, wallet.json holds {wallet_address}", "use the wallet.json this state.db was created with"))
+            checks.append(Check("identity", False,
+                                f"state.db belongs to {recorded}, wallet.json holds {wallet_address}",
+                                "use the wallet.json this state.db was created with"))
     return checks
 
 

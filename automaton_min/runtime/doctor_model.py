@@ -1,10 +1,5 @@
-"""``doctor``'s checks of the model and of the parts that need the network.
-
-The model: which endpoint serves it, whether that endpoint answers and lists the model, its window and where the
-window came from, and one tiny completion: always on a local endpoint, on one that may charge only with
-``--try-model``. A part the user did not configure (no model provider yet; the remote parts of ``heartbeat/parts.py``:
-no Conway key, no relay) is "off", and a remote part the agent found unreachable is "unreachable"; neither is a
-failure.
+"""``doctor``'s checks of the model and of the parts that need the network (README: Commands). A part the user did not
+configure is "off" and one the agent found unreachable "unreachable"; neither is a failure.
 """
 
 from __future__ import annotations
@@ -88,7 +83,8 @@ def model_checks(home: Any, config: Config, *, try_model: bool, send: Send = pla
             endpoint = endpoint_for(config.values, providers, route.model)
         except ModelUnusable as exc:
             if not any(config.get(key) for key in PROVIDER_KEYS):
-                return [Check("model", True, f"off: nothing serves {route.model.model_id} yet", SET_UP_A_MODEL, state="off")]
+                return [Check("model", True, f"off: nothing serves {route.model.model_id} yet", SET_UP_A_MODEL,
+                              state="off")]
             return [Check("model", False, str(exc), SET_UP_A_MODEL)]
         window = router.window(route.model)
         where = "local" if endpoint.local else "may charge for its use"
@@ -115,7 +111,8 @@ def _endpoint_checks(endpoint: Endpoint, model: ModelInfo, config: Mapping[str, 
     try:
         listing = list_models(endpoint, config, send)
     except NetworkError as exc:
-        return [Check("model server", False, f"{endpoint.url} does not answer: {one_line(str(exc))}", _reach_fix(endpoint))]
+        return [Check("model server", False, f"{endpoint.url} does not answer: {one_line(str(exc))}",
+                      _reach_fix(endpoint))]
     problem = listing_problem(endpoint, listing)
     if problem:
         return [Check("model server", False, f"{endpoint.url} refused the key ({listing.status})", problem)]
@@ -146,7 +143,8 @@ def _answer_check(endpoint: Endpoint, model: ModelInfo, providers: Providers) ->
         return Check("model answers", False, str(exc), _reach_fix(endpoint))
     except InferenceError as exc:
         status = getattr(exc, "status", None)
-        return Check("model answers", False, str(exc), (config_fix(endpoint.provider, status) if status else None) or "")
+        return Check("model answers", False, str(exc),
+                     (config_fix(endpoint.provider, status) if status else None) or "")
     return Check("model answers", True, f"a tiny request was answered in {elapsed_ms:,} ms")
 
 

@@ -139,10 +139,8 @@ def existing_config_values(home: Home) -> dict[str, Any]:
 def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> SetupResult:
     """Write ``automaton.json``, ``SOUL.md``, ``constitution.md`` and the identity rows.
 
-    Everything is validated before the first file is touched, so a bad answer
-    changes nothing. Re-running setup updates the answers and keeps every other
-    key; an existing ``SOUL.md`` (the agent's own) keeps its text, with its name
-    lines changed when the name changes; ``constitution.md`` stays as it is.
+    Everything is validated before the first file is touched. Re-running setup updates the answers and keeps every other
+    key; an existing ``SOUL.md`` keeps its text but for its name lines; ``constitution.md`` stays as it is.
     """
     check_answers(answers)
     current = existing_config_values(home)

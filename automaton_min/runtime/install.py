@@ -1,13 +1,9 @@
-"""Installing the agent as a systemd service: the unit, the system user, and the home moved into the state directory.
+"""Installing the agent as a systemd service: the unit, the system user, and the home moved into the state directory
+(README: The service).
 
-``plan_install`` checks everything first (root, the unit not there yet, a home that is set up and not running, an
-empty state directory, a binary the service can see) and returns the steps; ``apply`` runs them one by one. Nothing
-changes before every check has passed. A dry run prints the same steps without running them, for any binary path:
-what the binary lacks is then listed as needed before a real install instead of refused.
-
-The unit is ``UNIT_TEMPLATE`` (the text of ``systemd/automaton-min.service``, which a test keeps equal) with the
-binary's path in ``ExecStart=``. ``root`` prefixes every system path (the unit directory, the state directory, and
-``/etc/passwd`` through ``useradd --prefix``) so tests can install into a temporary directory.
+``plan_install`` checks everything and returns the steps; ``apply`` runs them. The unit is ``UNIT_TEMPLATE`` (the
+text of ``systemd/automaton-min.service``, kept equal by a test) with the binary in ``ExecStart=``. ``root`` prefixes
+every system path (``/etc/passwd`` through ``useradd --prefix``), so tests install into a temporary directory.
 """
 
 from __future__ import annotations

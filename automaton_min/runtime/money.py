@@ -45,14 +45,16 @@ def wallet_report(home: Home, config: Config | None, network: Network = BASE) ->
         balance = usdc_balance(url, wallet.address, network)
     except RpcError as exc:
         raise ServiceError(str(exc), _rpc_fix(url)) from None
-    return {"address": wallet.address, "network": network.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance, "rpcUrl": url}
+    return {"address": wallet.address, "network": network.caip2, "usdc": format_usdc(balance), "usdcAtomic": balance,
+            "rpcUrl": url}
 
 
 def provision_key(home: Home, config: Config | None, api_url: str | None, *,
                   progress: Callable[[str], None] | None = None) -> ProvisionResult:
     """Sign in to Conway and save an API key; the wallet is created first if there is none."""
     wallet, _ = init_home(home)
-    url = api_url or os.environ.get("CONWAY_API_URL") or (config.get("conwayApiUrl") if config else None) or DEFAULTS["conwayApiUrl"]
+    url = (api_url or os.environ.get("CONWAY_API_URL") or (config.get("conwayApiUrl") if config else None)
+           or DEFAULTS["conwayApiUrl"])
     try:
         return provision(home, wallet, url, progress=progress)
     except ProvisionError as exc:

@@ -66,4 +66,5 @@ def log_tool_call(call: StoredToolCall, scrub: Callable[[str], str] | None = Non
     arguments = short(scrub(text) if scrub else text, ARGUMENTS_CHARS)
     outcome = "ok" if call.error is None else "error: " + short(call.error, ERROR_CHARS)
     log.info(f"tool {call.name} {outcome} ({call.duration_ms} ms)",
-             extra={"tool": call.name, "arguments": arguments, "ok": call.error is None, "durationMs": call.duration_ms})
+             extra={"tool": call.name, "arguments": arguments, "ok": call.error is None,
+                    "durationMs": call.duration_ms})

@@ -1,8 +1,5 @@
-"""One ``run`` per home: an exclusive ``flock`` on ``<home>/run.lock``, which holds the runner's pid.
-
-The kernel drops the lock when the process ends, however it ends, so a crashed
-run never leaves a stale lock behind; the pid in the file is only read while the
-lock is held. ``status`` tests the lock instead of trusting the pid.
+"""One ``run`` per home: an exclusive ``flock`` on ``<home>/run.lock``, which holds the runner's pid (README: Commands).
+The pid is read only while the lock is held; ``status`` tests the lock instead of trusting it.
 """
 
 from __future__ import annotations

@@ -63,12 +63,10 @@ def sandbox_for(
 ) -> Sandbox:
     """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
 
-    Local mode runs in ``workspace`` (default: the user's home directory, where the
-    reference runtime ran). Given the agent's ``home``, local commands are confined by
-    the kernel so they cannot reach it (``automaton_min.confine``); the running agent
-    always passes it. Remote mode uses ``client`` or builds one from
-    ``conwayApiUrl``/``conwayApiKey`` (and ``send``, the HTTP call to use). ``own_cgroup``: the running service
-    gives its local commands a cgroup of their own where one can be had (``confine/cgroups.py``).
+    Local mode runs in ``workspace`` (default: the user's home directory, as in the reference); given the agent's
+    ``home`` (the running agent always passes it), local commands are confined so they cannot reach it. Remote mode uses
+    ``client``, or builds one from ``conwayApiUrl``/``conwayApiKey`` and ``send``. ``own_cgroup``: give local commands
+    a cgroup of their own where one can be had.
     """
     sandbox_id = config.get("sandboxId")
     if is_local_sandbox_id(sandbox_id):

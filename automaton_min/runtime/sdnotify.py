@@ -1,17 +1,7 @@
-"""systemd notifications (``sd_notify``) and the watchdog, in a few lines of our own.
+"""systemd notifications (``sd_notify``) and the watchdog, in a few lines of our own (README: Observability).
 
-``Notifier`` sends datagrams such as ``READY=1``, ``STATUS=...``, ``STOPPING=1`` and
-``WATCHDOG=1`` to the socket named by ``$NOTIFY_SOCKET``: a path, or an abstract
-socket when it starts with ``@``. Without ``$NOTIFY_SOCKET`` (not under systemd, or
-``Type=simple``) every call does nothing and returns False.
-
-``Watchdog`` pings ``WATCHDOG=1`` every half of ``$WATCHDOG_USEC``, but only while every
-registered thread has shown progress within the whole interval. Each thread owns a
-``Progress`` and ticks it: the agent loop before each turn and whenever its wait for a
-wake ends; the scheduler each time round its loop. A thread that sleeps must wake at
-least every ``Watchdog.tick_every`` seconds to tick (when no watchdog is configured it
-may sleep as long as it likes). A stuck thread stops the pings, and systemd restarts
-the service after ``WatchdogSec``.
+Each watched thread owns a ``Progress`` and ticks it; one that sleeps wakes at least every ``Watchdog.tick_every``
+seconds to tick. Without ``$NOTIFY_SOCKET`` every call does nothing and returns False.
 """
 
 from __future__ import annotations
@@ -44,7 +34,8 @@ class Notifier:
         if not value:
             return cls(None)
         if not (value.startswith("/") or value.startswith("@")):
-            log.warning("NOTIFY_SOCKET is not a UNIX socket path; systemd notifications are off", extra={"value": value[:100]})
+            log.warning("NOTIFY_SOCKET is not a UNIX socket path; systemd notifications are off",
+                        extra={"value": value[:100]})
             return cls(None)
         return cls(value)
 

@@ -1,17 +1,4 @@
-"""The long-lived service around the agent: what ``automaton-min run`` starts, runs and stops.
-
-Threads: the agent loop on the main thread; the heartbeat scheduler on its own (with its
-own database connection); the systemd watchdog on its own when systemd asks for one.
-One wake signal joins them: a task that needs the agent stores a wake event and sets it,
-and SIGUSR1 from another process (``automaton-min wake``, ``heartbeat run``) sets it and
-pokes the scheduler. Start-up follows the seed's order (``build_agent`` logs each step),
-then each remote part that is on gets one request (``heartbeat/parts.py``), the heartbeat starts, the banner names
-the parts that are off or do not answer, systemd hears READY=1, and the loop runs.
-
-Shutdown (SIGTERM/SIGINT): the turn under way may finish within ``shutdownGraceSeconds``
-(default 30), after which it is cut off; then STOPPING=1, the scheduler stops, the agent is
-left sleeping, the run is recorded, the WAL is folded back, and the process exits 0.
-"""
+"""The long-lived service around the agent: what ``automaton-min run`` starts, runs and stops (README: The service)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ def heartbeat_summary(db: Any) -> dict[str, Any]:
     enabled = int(db.scalar("SELECT COUNT(*) FROM heartbeat_schedule WHERE enabled = 1", default=0))
     due = db.query_one("SELECT task_name, next_run_at FROM heartbeat_schedule WHERE enabled = 1"
                        " ORDER BY next_run_at IS NOT NULL, next_run_at LIMIT 1")  # no time yet: due at the next pass
-    ran = db.query_one("SELECT task_name, last_run_at, last_result FROM heartbeat_schedule WHERE last_run_at IS NOT NULL"
-                       " ORDER BY last_run_at DESC LIMIT 1")
+    ran = db.query_one("SELECT task_name, last_run_at, last_result FROM heartbeat_schedule"
+                       " WHERE last_run_at IS NOT NULL ORDER BY last_run_at DESC LIMIT 1")
     return {"enabledTasks": enabled, "next": {"task": due[0], "at": due[1]} if due else None,
             "last": {"task": ran[0], "at": ran[1], "result": ran[2]} if ran else None}
 

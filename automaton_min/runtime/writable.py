@@ -1,10 +1,8 @@
 """Before ``run`` starts: the home, and the database wherever it lives, must be writable by this process.
 
-Without this check a read-only home (wrong owner after a copy, a mode of 0500, a read-only mount) failed on
-whichever file came first (``Permission denied (run.lock)``, or SQLite's "attempt to write a readonly database")
-with no word on the fix. The check tries the real thing: it creates and removes a file in each directory the
-agent writes to and opens the existing files for writing (without changing them), so root without
-CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel judges them.
+The check tries the real thing (a file created and removed in each directory the agent writes to, the existing files
+opened for writing, unchanged), so root without CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel
+judges them; before it, a read-only home failed on whichever file came first, with no word on the fix.
 """
 
 from __future__ import annotations

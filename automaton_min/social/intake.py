@@ -1,24 +1,10 @@
 """Relay messages entering the inbox: every one checked, the accepted ones stored, then the cursor saved.
 
-Checks, in order; a message that fails one is dropped and counted under its reason (KV ``social_dropped``):
-
-* ``malformed``: no id, a sender that is not an address, content that is not text;
-* ``oversize``: content over 64,000 characters, or the whole message over 128,000;
-* ``wrong_recipient``: addressed to another wallet;
-* ``replay``: an id already seen, or a signed message whose signed digest (the canonical string's keccak, so a
-  re-encoded signature counts too) or whose ``nonce`` from the same verified signer was already accepted; all
-  kept in ``heartbeat_dedup`` for 30 days;
-* ``bad_signature``: a ``signature`` that does not recover to the ``from`` address over the send canonical string;
-* ``stale``: ``signedAt`` more than 5 minutes before the relay's ``createdAt``, or more than 60 s after it. The
-  relay's time is used, not ours, so messages queued while this device was off are still accepted.
-
-A message without a signature is stored as unverified (``signed_by`` NULL) and never carries creator authority;
-only a verified signer equal to ``creatorAddress`` does (``authority_for``). A verified creator message whose text
-is an approval command decides that pending approval in the same transaction (``social.approvals``); one that is a
-payee command (``payee add|remove 0x...``) changes the known payees there (``treasury.payees``).
-
-Everything, including the new cursor (KV ``social_inbox_cursor``), is written in one transaction, the cursor
-last: the cursor never moves past a message that was not stored.
+README (Social relay: intake, authority, creator approvals) gives the checks in order and what a verified creator
+message may decide. ``malformed`` is a missing id, a sender that is not an address, or content that is not text. A
+signed message is known by its canonical string's keccak, so a re-encoded signature is still a replay. Approval and
+payee commands are decided in the intake's transaction, and the cursor is written last in it: it never moves past a
+message that was not stored.
 """
 
 from __future__ import annotations
@@ -176,8 +162,8 @@ def _seen(db: "Database", key: str) -> bool:
 
 
 def _remember(db: "Database", key: str, now_ms: int) -> None:
-    db.execute("INSERT OR REPLACE INTO heartbeat_dedup (dedup_key, task_name, expires_at, created_at) VALUES (?, ?, ?, ?)",
-               (key, DEDUP_TASK, to_iso(now_ms + REPLAY_KEY_TTL_MS), to_iso(now_ms)))
+    db.execute("INSERT OR REPLACE INTO heartbeat_dedup (dedup_key, task_name, expires_at, created_at)"
+               " VALUES (?, ?, ?, ?)", (key, DEDUP_TASK, to_iso(now_ms + REPLAY_KEY_TTL_MS), to_iso(now_ms)))
 
 
 def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator_address: str | None,
@@ -200,7 +186,8 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
         elif payee is not None:
             note = payees.apply_command(db, payee, message_id=ident, now_ms=now_ms)
         if note is not None:
-            db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?", (f"\n[automaton-min: {note}]", ident))
+            db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?",
+                       (f"\n[automaton-min: {note}]", ident))
     return Accepted(ident, sender, verified.signer, creator, note)
 
 

@@ -26,7 +26,8 @@ def send_from_home(home: "Home", config: "Config", to: str, content: str, reply_
     wallet = load_wallet(home.wallet_path)
     relay = RelayClient.from_config(config, wallet, now=now)
     if relay is None:
-        raise UserError("no relay: socialRelayUrl is \"\"; set it (automaton.json or SOCIAL_RELAY_URL) to send messages")
+        raise UserError("no relay: socialRelayUrl is \"\"; "
+                        "set it (automaton.json or SOCIAL_RELAY_URL) to send messages")
     path = db_path(home, config)
     try:
         if path.exists() and path.stat().st_size > 0:

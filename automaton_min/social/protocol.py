@@ -1,8 +1,5 @@
-"""The social relay's wire protocol: canonical strings, EIP-191 signatures, field limits. No I/O.
-
-A sender signs ``Conway:send:<to lowercased>:<keccak256(utf8(content)) as 0x hex>:<signed_at ISO>`` with
-``personal_sign``; a poller signs ``Conway:poll:<its address lowercased>:<timestamp ISO>``. The signed time is
-sent as the exact text that was signed, so verification rebuilds the same string from what arrives.
+"""The social relay's wire protocol (README: Social relay): canonical strings, EIP-191 signatures, field limits; no
+I/O. The signed time travels as the exact text signed, so verification rebuilds the same string.
 """
 
 from __future__ import annotations

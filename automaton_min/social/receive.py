@@ -1,7 +1,5 @@
-"""Messages entering the inbox: sanitized once, here, and stored with the raw text beside them.
-
-The relay and the heartbeat (later issues) call ``receive``; nothing downstream
-sanitizes a message again.
+"""Messages entering the inbox: sanitized once, here (the relay's intake calls ``receive``), and stored with the raw
+text beside them; nothing downstream sanitizes a message again.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The social relay client: send signed messages, poll with signed headers, count unread.
+"""The social relay client: send signed messages, poll with signed headers (README: Social relay).
 
-Wire format (the reference's): ``POST {relay}/v1/messages`` with ``{from, to, content, signed_at, signature,
-reply_to?}`` answers ``{id}``; ``POST {relay}/v1/messages/poll`` with the headers ``X-Wallet-Address``,
-``X-Signature``, ``X-Timestamp`` and the body ``{cursor, limit}`` answers ``{messages, next_cursor}``;
-``GET {relay}/v1/messages/count`` with the same headers answers ``{unread}``.
-
-Calls go through ``net.resilient`` with the ``social`` circuit breaker; POSTs carry no idempotency key, so a
-send is attempted once. A send made by a turn's call carries ``nonce``, the message id derived from the turn and the
-call, and is recorded in ``sent_messages`` around the network call (``social.sent_log``): a turn replayed after a
-crash does not send it again. Outbound messages are limited to 100 per rolling hour; with a database the attempts are
-rows of ``social_outbound`` (shared by the daemon and ``automaton-min send``, and kept across restarts), else they
-are counted in memory. An attempt counts before the network call, as in the reference.
+Calls go through ``net.resilient`` with the ``social`` breaker; POSTs carry no idempotency key, so a send is tried
+once. A poll answers ``{messages, next_cursor}``. Without a database the hourly limit is counted in memory.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The durable record of messages turns sent (``sent_messages``): at most one send per turn and call.
 
-A turn's ``send_message`` call gets a message id derived from the sending address, the turn id and the call's
-position in the turn (``message_id``). A turn cut off by a crash is replayed under the same turn id (see
-``agent.loop``), so its calls get the same ids. Before the relay is called the id is recorded as ``sending``
-(committed), then ``sent`` with the relay's id, or ``failed`` when the relay refused it:
-
-* ``sent``: the replayed call is answered from the record; nothing goes to the relay.
-* ``sending``: the process died between handing the message over and recording the answer. It may have been
-  delivered, so it is not sent again (at most once); the model is told so.
-* ``failed``: the relay said no, so the replay may try again.
-
-The id also travels in the message as its ``nonce``, so a receiver can drop a copy from any other path. The
-heartbeat's retention keeps the records 7 days.
+README (Reliability) tells how a replayed turn sends nothing twice. A ``failed`` record (the relay said no) may be
+tried again by the replay. The heartbeat's retention keeps the records 7 days.
 """
 
 from __future__ import annotations

@@ -30,11 +30,8 @@ def open_database(
 ) -> Database:
     """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it.
 
-    ``quick_check`` reads every page, so its cost grows with the file; a short
-    read-only look (``status``) may skip it. The runtime and ``setup`` keep it;
-    ``doctor`` adds the full ``integrity_check``. ``read_only=True`` (for the read
-    commands) never creates, migrates or writes: a missing or empty file is a
-    ``DatabaseError``.
+    ``quick_check`` reads every page, so a short read-only look (``status``) may skip it. ``read_only=True`` never
+    creates, migrates or writes: a missing or empty file is a ``DatabaseError``.
     """
     path = Path(path)
     if read_only:
@@ -56,10 +53,11 @@ def open_database(
         if connection is not None:
             connection.close()
         if isinstance(exc, STORAGE_ERRORS):  # the disk refuses writes: the file itself may be fine
-            raise DatabaseError(f"cannot write {path} ({describe_error(exc)}): the disk may be full or read-only; free some "
-                                "space on it (df -h) and start again") from None
+            raise DatabaseError(f"cannot write {path} ({describe_error(exc)}): the disk may be full or read-only; "
+                                "free some space on it (df -h) and start again") from None
         if isinstance(exc, apsw.Error):  # damaged file, unreadable schema_version, ...: one line, not a raw apsw error
-            raise DatabaseError(f"{path} cannot be opened as a database ({describe_error(exc)}); run: automaton-min doctor") from None
+            raise DatabaseError(f"{path} cannot be opened as a database ({describe_error(exc)}); "
+                                "run: automaton-min doctor") from None
         raise
     log.debug("opened database", extra={"path": str(path), "quick_check": quick_check})
     return db
@@ -69,7 +67,8 @@ def _open_read_only(path: Path) -> Database:
     if not path.exists():
         raise DatabaseError(f"{path} is missing; run: automaton-min setup (it creates the database)")
     if path.stat().st_size == 0:
-        raise DatabaseError(f"{path} is empty (0 bytes); restore it from a backup, or move it aside and run setup again")
+        raise DatabaseError(f"{path} is empty (0 bytes); "
+                            "restore it from a backup, or move it aside and run setup again")
     connection = None
     try:
         connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -81,6 +80,7 @@ def _open_read_only(path: Path) -> Database:
     except apsw.Error as exc:
         if connection is not None:
             connection.close()
-        raise DatabaseError(f"{path} cannot be opened as a database ({describe_error(exc)}); run: automaton-min doctor") from None
+        raise DatabaseError(f"{path} cannot be opened as a database ({describe_error(exc)}); "
+                            "run: automaton-min doctor") from None
     log.debug("opened database", extra={"path": str(path), "read_only": True})
     return db

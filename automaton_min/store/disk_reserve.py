@@ -1,10 +1,6 @@
-"""Room to save turns when a command fills the disk: a reserve file in the home, given up when space runs out.
-
-While the agent runs, ``.disk-reserve`` (``RESERVE_BYTES`` of zeros) sits in its home. A command that fills the
-disk fails alone (ENOSPC) while the reserve still holds that room. After each command or file write in local
-mode the runtime calls ``check``: when less than the reserve's size is free, the reserve is released, so the turn
-and the next ones can be written, and ``check`` returns a note for the agent naming the biggest entries of its
-workspace. The reserve comes back once three times its size is free again, and is given back when the agent stops.
+"""Room to save turns when a command fills the disk: a reserve file in the home, given up when space runs out (README:
+Security). The runtime calls ``check`` after each command or file write in local mode; the reserve comes back once
+three times its size is free again.
 """
 
 from __future__ import annotations
@@ -101,7 +97,8 @@ class DiskReserve:
         listing = ", ".join(f"{name} ({_mb(size)})" for name, size in biggest) or "nothing big"
         log.warning("the disk holding the home is full", extra={
             "free_bytes": free, "reserve_released": released, "biggest": [name for name, _ in biggest]})
-        freed = f"; the runtime released its {_mb(self.size)} reserve so your turns can still be saved" if released else ""
+        freed = (f"; the runtime released its {_mb(self.size)} reserve so your turns can still be saved"
+                 if released else "")
         what = f"no room for new files ({inodes} inodes left: too many files)" if no_inodes else f"{_mb(free)} free"
         return (f"The disk holding your home is full ({what}{freed}). The biggest things in your "
                 f"workspace: {listing}. Delete what you do not need: until then commands that write files fail"

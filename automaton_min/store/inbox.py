@@ -1,37 +1,9 @@
 """The inbox (``inbox_messages``): messages from the relay and the creator, each handled exactly once.
 
-States of a row::
-
-    received --claim--> in_progress --mark_processed (in the turn's transaction)--> processed
-                             |
-                             +--release_after_failed_turn--> received  (retries left)
-                             |                           \\-> failed    (retry_count >= max_retries)
-                             +--reclaim_stale (after a crash: not a try)--> received
-                             |                                          \\-> failed (crash_count >= POISON_CRASHES)
-                             +--return_unread (no inference: a budget refused the turn)--> received, retry not counted
-                             +--return_in_flight (the turn could not be written: disk full)--> received, not counted
-
-* ``insert_message`` is deduplicated by id: the relay may deliver a message twice.
-* ``claim`` takes up to ``limit`` claimable rows (``received``, retries left, oldest
-  first) and marks them ``in_progress`` with ``retry_count + 1``, in one transaction
-  and one guarded ``UPDATE``: two connections never claim the same row.
-* ``mark_processed`` runs inside the turn's transaction, so a turn that fails before
-  its commit leaves no turn row and its messages ``in_progress``; the loop then
-  calls ``release_after_failed_turn``. A message is tried at most ``max_retries``
-  times (3), then it is ``failed``.
-* ``reclaim_stale`` (at start, before the first claim) puts back the rows a crashed
-  process left ``in_progress``. A crash is not a try: the claim's ``retry_count`` is
-  given back and ``crash_count`` goes up instead, so ``failed`` means ``max_retries``
-  turns that failed. A message in flight at ``POISON_CRASHES`` crashes is ``failed``
-  too (it may be what kills the process, and a crash loop would stop the service).
-* A processed row always has ``processed_at``; claims also require ``processed_at IS
-  NULL``, which keeps rows processed by an older reference runtime (before its v4 added
-  ``status``, they read ``received``) from being handled again, and lets the reference's
-  partial index ``idx_inbox_unprocessed`` (``received_at WHERE processed_at IS NULL``)
-  serve the claim, so no index of our own is needed.
-
-Timestamps are written from the caller's clock in the one stored format; id lists are
-passed as one JSON parameter (``json_each``), so any number of ids is one statement.
+Every change is one guarded ``UPDATE`` of rows in the expected state, so two connections never claim or settle the
+same row. Claims also require ``processed_at IS NULL``: rows an older reference runtime processed before its v4 added
+``status`` (they read ``received``) are not handled again, and the reference's partial index
+``idx_inbox_unprocessed`` serves the claim. Id lists travel as one JSON parameter (``json_each``).
 """
 
 from __future__ import annotations
@@ -114,11 +86,9 @@ def insert_message(db: "Database", id: str, from_address: str, content: str, *, 
 def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[InboxMessage]:
     """Take up to ``limit`` claimable messages, oldest first, and mark them ``in_progress``.
 
-    One transaction (``BEGIN IMMEDIATE`` holds the write lock from the start; inside
-    another transaction it is a savepoint of it) and one ``UPDATE ... WHERE status =
-    'received' ... RETURNING``: the selection and the marking cannot be split by
-    another connection. The returned messages carry the incremented ``retry_count``.
-    ``now_ms`` matches the loop's ``claim_inbox(now_ms)`` hook; claiming itself writes no timestamp.
+    One transaction and one ``UPDATE ... RETURNING``: the selection and the marking cannot be split by another
+    connection. The messages carry the incremented ``retry_count``. ``now_ms`` matches the loop's
+    ``claim_inbox(now_ms)`` hook; claiming writes no timestamp.
     """
     if limit <= 0:
         return []
@@ -138,10 +108,8 @@ def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[Inbo
 def mark_processed(db: "Database", ids: Iterable[str], now_ms: int) -> int:
     """Mark claimed messages ``processed``; returns how many changed.
 
-    Meant to run inside the turn's transaction (the caller's ``db.transaction()``), so
-    it opens none of its own: it is one plain ``UPDATE``, atomic by itself when called
-    outside a transaction, and part of the turn's all-or-nothing commit inside one.
-    Only ``in_progress`` rows change, so a message cannot be processed twice.
+    It opens no transaction of its own: inside the turn's, it commits with the turn or not at all. Only ``in_progress``
+    rows change, so a message cannot be processed twice.
     """
     param = _ids_param(ids)
     if param == "[]":
@@ -163,8 +131,7 @@ _RELEASE = (
 def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, int]:
     """After a failed turn: its messages go back to ``received``, or to ``failed`` when out of retries.
 
-    Returns ``(released, failed)``. Only ``in_progress`` rows change. One statement, so
-    it is atomic with or without a surrounding transaction.
+    Returns ``(released, failed)``. Only ``in_progress`` rows change.
     """
     param = _ids_param(ids)
     if param == "[]":
@@ -176,10 +143,8 @@ def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, 
 
 
 def return_unread(db: "Database", ids: Iterable[str]) -> int:
-    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many.
-
-    For a turn that never reached the model (a budget refused it): nobody read them,
-    so they must neither be ``processed`` nor move closer to ``failed``.
+    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many. For a turn that
+    never reached the model (a budget refused it): nobody read them.
     """
     param = _ids_param(ids)
     if param == "[]":
@@ -194,10 +159,8 @@ def return_unread(db: "Database", ids: Iterable[str]) -> int:
 
 
 def return_in_flight(db: "Database") -> int:
-    """Put back every ``in_progress`` row with its try given back and no crash counted; returns how many.
-
-    For a live process whose turn could not be written (the disk was full): neither the
-    message nor a crash was the cause. Call it only when no turn is under way.
+    """Put back every ``in_progress`` row, its try given back and no crash counted; returns how many. For a live process
+    whose turn could not be written (a full disk); call it only when no turn is under way.
     """
     with db.transaction():
         rows = db.query("UPDATE inbox_messages SET status = 'received', retry_count = MAX(retry_count - 1, 0)"
@@ -206,11 +169,10 @@ def return_in_flight(db: "Database") -> int:
 
 
 def reclaim_stale(db: "Database") -> int:
-    """Put back every row left ``in_progress`` (by a crashed process); returns how many.
+    """Put back every row a crashed process left ``in_progress``, the try given back; returns how many.
 
-    Call it once at start, before the loop claims anything: at that moment no live
-    turn owns an ``in_progress`` row. The crashed attempt is not counted as a try; a
-    row that was in flight at ``POISON_CRASHES`` crashes becomes ``failed``.
+    Call it once at start, before the loop claims anything (no live turn owns a row then). A row that was in flight at
+    ``POISON_CRASHES`` crashes becomes ``failed``.
     """
     with db.transaction():
         rows = db.query(
@@ -229,10 +191,8 @@ def get_message(db: "Database", id: str) -> InboxMessage | None:
 def prune_processed(db: "Database", older_than_ms: int) -> int:
     """Retention: delete ``processed`` and ``failed`` rows older than the cutoff; returns how many.
 
-    Age is ``processed_at`` (failed rows have none: their ``received_at``). A row with
-    ``processed_at`` counts as processed whatever its status says (rows an older reference
-    runtime processed before it had ``status``). Rows still to handle are never deleted,
-    however old.
+    Age is ``processed_at``, else ``received_at`` (failed rows). A row with ``processed_at`` is processed whatever its
+    status says (an older reference runtime's); rows still to handle are never deleted, however old.
     """
     db.execute(
         "DELETE FROM inbox_messages WHERE (status IN ('processed', 'failed') OR processed_at IS NOT NULL)"

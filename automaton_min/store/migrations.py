@@ -1,13 +1,6 @@
-"""Schema migrations: an ordered list of named steps, recorded in ``schema_version``.
+"""Schema migrations: the one ordered list of named steps, recorded in ``schema_version`` (README: The home directory).
 
-Each step runs in its own transaction together with the row that records it, so
-a failing step leaves the database exactly as it was before that step. A step
-already recorded is skipped, so migrating twice is a no-op.
-
-Versions 1-99 belong to the reference runtime (its schema stops at 11); this
-project's steps start at 100 and carry a ``name``. A database the reference
-runtime created keeps its rows: each step creates what is missing and adapts
-what is there.
+A recorded step is skipped; each creates what is missing and adapts what is there.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Core tables: identity, kv, turns, tool_calls, inbox_messages, transactions; and failed_turns (ours).
 
-Table and column names are the reference runtime's. Column defaults write the one
-stored timestamp format, but the code always passes its own timestamps (from the
-injected clock), so rows are right even in tables an older runtime created.
+Names are the reference's. Column defaults write the one timestamp format, but the code always passes its own
+timestamps (from the injected clock), so rows are right even in tables an older runtime created.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS model_registry (
     context_window INTEGER NOT NULL DEFAULT 128000,
     supports_tools INTEGER NOT NULL DEFAULT 1,
     supports_vision INTEGER NOT NULL DEFAULT 0,
-    parameter_style TEXT NOT NULL DEFAULT 'max_tokens' CHECK (parameter_style IN ('max_tokens', 'max_completion_tokens')),
+    parameter_style TEXT NOT NULL DEFAULT 'max_tokens'
+        CHECK (parameter_style IN ('max_tokens', 'max_completion_tokens')),
     enabled INTEGER NOT NULL DEFAULT 1,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS inference_costs (
     cost_cents INTEGER NOT NULL DEFAULT 0,
     latency_ms INTEGER NOT NULL DEFAULT 0,
     tier TEXT NOT NULL,
-    task_type TEXT NOT NULL CHECK (task_type IN ('agent_turn', 'heartbeat_triage', 'safety_check', 'summarization', 'planning')),
+    task_type TEXT NOT NULL
+        CHECK (task_type IN ('agent_turn', 'heartbeat_triage', 'safety_check', 'summarization', 'planning')),
     cache_hit INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL
 );

@@ -1,20 +1,9 @@
-"""The memory tables (migration 107), with the reference's names and columns, and their full-text indexes.
+"""The memory tables (migration 107) with the reference's names and columns (its v5, v9, v10), and their FTS5 indexes.
 
-The reference created ``working_memory``, ``episodic_memory``, ``session_summaries``, ``semantic_memory``,
-``procedural_memory`` and ``relationship_memory`` in its v5, ``event_stream`` in v9 and ``knowledge_store`` in
-v10; a reference database keeps its rows, with their timestamps rewritten into the one ISO format.
-
-Full-text search: one FTS5 table per store, ``<table>_fts``, over the store's text columns. They are
-*external-content* tables (``content='<table>'``, keyed by the base table's rowid), so the text is stored once,
-in the base table; the index is kept in sync by three triggers per table (``<table>_fts_ai`` / ``_ad`` / ``_au``;
-the update trigger fires only when an indexed column changes). Two rules follow from that design:
-
-* never ``INSERT OR REPLACE`` into a memory table: a REPLACE deletes without firing the delete trigger (unless
-  ``recursive_triggers`` is on) and the index would keep stale entries; use an UPDATE or an upsert.
-* the rowid of a table with a text primary key is not guaranteed across ``VACUUM``; after one (or after another
-  program wrote the tables), ``rebuild_memory_fts`` rebuilds the indexes from the base tables.
-
-Tokenizer: ``porter unicode61 remove_diacritics 2`` (case- and accent-insensitive, English stemming).
+Never ``INSERT OR REPLACE`` into a memory table: a REPLACE deletes without firing the delete trigger (unless
+``recursive_triggers`` is on), so the external-content index would keep stale entries; use an UPDATE or an upsert.
+A text-keyed table's rowid may change across ``VACUUM``: ``rebuild_memory_fts`` rebuilds the indexes after one (or
+after another program wrote the tables).
 """
 
 from __future__ import annotations

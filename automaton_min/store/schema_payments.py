@@ -1,7 +1,5 @@
-"""The payment ledger: one row per payment this automaton set out to sign.
-
-New in automaton-min (the reference kept no such record). The EIP-3009 nonce is
-unique: it is the idempotency key that ties a signature to exactly one intent.
+"""The payment ledger (new in automaton-min): one row per payment this automaton set out to sign. The EIP-3009 nonce is
+unique: the idempotency key that ties a signature to exactly one intent.
 """
 
 from __future__ import annotations

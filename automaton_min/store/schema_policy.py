@@ -1,8 +1,5 @@
-"""The policy engine's audit table, ``policy_decisions``, with the reference's name and columns.
-
-A database the reference runtime created (its v4) already has the table; its rows
-are kept exactly as they are. New rows carry the real turn id and the one
-timestamp format.
+"""The policy engine's audit table, ``policy_decisions``, with the reference's name and columns (its v4; rows kept).
+New rows carry the real turn id and the one timestamp format.
 """
 
 from __future__ import annotations

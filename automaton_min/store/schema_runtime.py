@@ -1,9 +1,7 @@
-"""The long-running runtime's tables, with the reference's names and columns: the heartbeat's schedule and history,
-wake events, de-duplication keys, metric snapshots.
-
-A database the reference runtime created (its v4 and v8) already has them; their rows are kept. Every timestamp
-this program writes is the one ISO format (``clock.to_iso``), so text order is time order (the reference compared
-ISO with SQLite's ``datetime('now')`` and never saw a lease expire within the day).
+"""The long-running runtime's tables with the reference's names and columns (its v4 and v8; their rows are kept): the
+heartbeat's schedule and history, wake events, de-duplication keys, metric snapshots. Timestamps are the one ISO
+format, so text order is time order (the reference compared ISO with SQLite's ``datetime('now')`` and never saw a
+lease expire within the day).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""Tables of the social relay and creator approvals (migration 106).
+"""Tables of the social relay and creator approvals (migration 106; ``sent_messages`` and ``crash_count`` 109;
+``known_payees`` and ``pending_approvals.reason`` 110).
 
-* ``inbox_messages.signed_by``: the address whose relay signature was verified at intake (lowercase), NULL for a
-  message that carried no signature. Authority is decided from it when the loop claims the message, against the
-  creator address configured then.
-* ``social_outbound``: one row per send attempt, for the rolling-hour limit shared by the daemon and the CLI.
-* ``pending_approvals``: transfers held for the creator's signed approval.
-* ``sent_messages`` (migration 109): one row per message a turn's ``send_message`` call handed to the relay, keyed
-  by the message id derived from the turn and the call, so a turn replayed after a crash does not send it again.
-* ``inbox_messages.crash_count`` (migration 109): how many times the process died with the message in flight;
-  those attempts are not counted as tries (``retry_count``).
-* ``known_payees`` (migration 110): addresses the creator made known payees by a signed ``payee add`` message
-  (``treasury.payees``), lowercase; ``pending_approvals.reason`` (migration 110): why the transfer waits.
-
-Replay keys live in the runtime's ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``) with an expiry.
+``inbox_messages.signed_by`` is the signer verified at intake (lowercase; NULL: unsigned): authority is decided from
+it when the loop claims the message, against the creator address configured then. ``social_outbound`` has a row per
+send attempt (the rolling hour the daemon and the CLI share); ``sent_messages`` is keyed by the id derived from the
+turn and the call, so a replayed turn does not send again; ``crash_count`` counts the crashes with the message in
+flight, which are not tries. Relay replay keys live in ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``).
 """
 
 from __future__ import annotations

@@ -19,11 +19,9 @@ from automaton_min.log import get_logger
 
 BUSY_TIMEOUT_MS = 5000
 
-# Chosen for a Raspberry Pi on an SD card: WAL appends sequentially; NORMAL syncs
-# only at checkpoints (a crash never corrupts, a power cut may drop the last
-# commits, so money paths commit with ``durable=True``); temp tables in RAM; a
-# bounded page cache; the WAL truncated back to 4 MiB; no mmap (an I/O error on a
-# mapped page kills the process).
+# Chosen for a Raspberry Pi on an SD card: WAL appends sequentially; NORMAL syncs only at checkpoints (a crash never
+# corrupts, a power cut may drop the last commits, so money paths commit with ``durable=True``); temp tables in RAM;
+# a bounded page cache; the WAL truncated back to 4 MiB; no mmap (an I/O error on a mapped page kills the process).
 PRAGMAS: tuple[tuple[str, object], ...] = (
     ("journal_mode", "wal"),
     ("synchronous", "NORMAL"),
@@ -76,10 +74,9 @@ class Database:
     def transaction(self, *, durable: bool = False) -> Iterator["Database"]:
         """Commit everything in the block at once, or nothing if it raises.
 
-        The outermost block takes the write lock up front (``BEGIN IMMEDIATE``);
-        nested blocks are savepoints. ``durable=True`` syncs the commit to disk
-        before returning (``synchronous=FULL`` for this commit), for records that
-        must survive a power cut, such as payment intents.
+        The outermost block takes the write lock up front (``BEGIN IMMEDIATE``); nested blocks are savepoints.
+        ``durable=True`` syncs this commit to disk (``synchronous=FULL``), for records that must survive a power cut,
+        such as payment intents.
         """
         if threading.get_ident() != self._owner:
             raise RuntimeError("a Database belongs to the thread that opened it")
@@ -186,11 +183,8 @@ _STORED_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]
 
 
 def normalize_timestamps(db: "Database", table: str, columns: Sequence[str]) -> None:
-    """Rewrite date-time text in ``columns`` into the one stored format.
-
-    The reference runtime wrote both ``2026-02-19 14:00:00`` and
-    ``2026-02-19T14:00:00.000Z``; text comparisons across the two are wrong.
-    Values that are not date-times are left alone.
+    """Rewrite date-time text in ``columns`` into the one stored format; values that are not date-times are left alone.
+    (The reference wrote both ``2026-02-19 14:00:00`` and ``2026-02-19T14:00:00.000Z``, which compare wrongly as text.)
     """
     for column in columns:
         db.execute(

@@ -1,13 +1,9 @@
 """The ``turns`` and ``tool_calls`` tables: one row per turn, one per tool call.
 
-``turns.tool_calls`` also carries the calls as JSON (the reference's readers use
-it). Tool-call rows are keyed ``<turn id>_<position>``, unique across turns;
-the provider's own id (often ``call_0`` every turn with local models) is kept in
-the JSON, never used as a key.
-
-``turns.ending`` says how the turn ended (JSON: ``ended`` is ``slept``, ``idle``, ``refused``, ``warned``,
-``went on`` or ``stopped``, with ``seconds`` and ``reason`` where they apply). A failed turn writes nothing of
-itself to ``turns``; its ending (``failed``, with the error) goes to ``failed_turns``.
+``turns.tool_calls`` also holds the calls as JSON (the reference's readers use it). A tool-call row's key is
+``<turn id>_<position>``; the provider's id (often ``call_0`` every turn) stays in the JSON. ``turns.ending`` is
+JSON: ``ended`` (``slept``, ``idle``, ``refused``, ``warned``, ``went on``, ``stopped``) with ``seconds`` and
+``reason`` where they apply; a failed turn's ending (``failed``) goes to ``failed_turns``.
 """
 
 from __future__ import annotations
@@ -53,23 +49,26 @@ def insert_turn(db: "Database", turn: StoredTurn) -> None:
          "error": c.error, "durationMs": c.duration_ms} for c in turn.tool_calls
     ]).decode()
     db.execute(
-        "INSERT INTO turns (id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, created_at,"
-        " ending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO turns (id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents,"
+        " created_at, ending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (turn.id, turn.timestamp, turn.state, turn.input, turn.input_source, turn.thinking, calls_json,
          orjson.dumps(turn.token_usage).decode(), turn.cost_cents, turn.timestamp,
          orjson.dumps(turn.ending).decode() if turn.ending is not None else None),
     )
     for call in turn.tool_calls:
         db.execute(
-            "INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (call.id, turn.id, call.name, orjson.dumps(call.arguments).decode(), call.result, call.duration_ms, call.error, turn.timestamp),
+            "INSERT INTO tool_calls (id, turn_id, name, arguments, result, duration_ms, error, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.id, turn.id, call.name, orjson.dumps(call.arguments).decode(), call.result, call.duration_ms,
+             call.error, turn.timestamp),
         )
 
 
 def insert_failed_turn(db: "Database", failure_id: str, turn_id: str, timestamp: str, state: str,
                        input_source: str | None, ending: dict[str, Any]) -> None:
     """Record a turn that failed (its ``ending`` names the error); nothing else of it is written."""
-    db.execute("INSERT INTO failed_turns (id, turn_id, timestamp, state, input_source, ending) VALUES (?, ?, ?, ?, ?, ?)",
+    db.execute("INSERT INTO failed_turns (id, turn_id, timestamp, state, input_source, ending)"
+               " VALUES (?, ?, ?, ?, ?, ?)",
                (failure_id, turn_id, timestamp, state, input_source, orjson.dumps(ending).decode()))
 
 
@@ -84,8 +83,8 @@ def _parse_calls(text: str | None) -> tuple[StoredToolCall, ...]:
             continue
         arguments = entry.get("arguments") if isinstance(entry.get("arguments"), dict) else {}
         calls.append(StoredToolCall(str(entry.get("id") or f"call_{index}"), str(entry.get("name") or ""), arguments,
-                                    str(entry.get("result") or ""), entry.get("error"), int(entry.get("durationMs") or 0),
-                                    entry.get("providerId")))
+                                    str(entry.get("result") or ""), entry.get("error"),
+                                    int(entry.get("durationMs") or 0), entry.get("providerId")))
     return tuple(calls)
 
 

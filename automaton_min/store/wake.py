@@ -1,13 +1,8 @@
-"""Wake events (table ``wake_events``): what asks a sleeping agent to wake, stored once and consumed once.
+"""Wake events (table ``wake_events``): what asks a sleeping agent to wake, stored once and consumed once (README: The
+service).
 
-Producers in the daemon (the heartbeat, the relay poller) call ``WakeBus.request``: the
-event is stored, then the shared wake signal is set, so the main thread's wait ends at
-once. Another process (``automaton-min wake``) stores the event and nudges the daemon
-with SIGUSR1 (the pid is in the run lock). The daemon consumes every pending event
-before it sleeps; their reasons become the next wake-up message.
-
-Events whose work a cycle has already picked up (messages the loop claimed before a
-turn) do not cut the next sleep short; ``take_pending`` drops them by source and time.
+Events whose work a cycle has already picked up (messages the loop claimed before a turn) do not cut the next sleep
+short: ``take_pending`` drops them by source and time.
 """
 
 from __future__ import annotations

@@ -9,10 +9,8 @@ from automaton_min.agent.tools.services import ToolServices
 
 Risk = Literal["safe", "caution", "dangerous", "forbidden"]
 
-# Who is asking for a tool call, decided from where the turn's input came from:
-# "creator" only for a message signed by the creator's address; "agent" for the
-# agent's own turns (wake-up, continuation, its own system notices); "external"
-# for anything from other agents or the outside world.
+# Who is asking for a tool call, from where the turn's input came: "creator" only for a message signed by the
+# creator's address; "agent" for the agent's own turns (wake-up, continuation, its notices); "external" otherwise.
 Authority = Literal["creator", "agent", "external"]
 AUTHORITIES: tuple[str, ...] = ("creator", "agent", "external")
 

@@ -1,12 +1,8 @@
 """The built-in tools, named as in the reference runtime, and the sets the loop needs.
 
-``builtin_tools()`` returns every tool, each wrapped so that no registered secret
-(the wallet key, API keys: see ``observe.log.register_secret``) leaves a tool in
-its result or error, even when a command prints one. This is not the injection
-defence: the loop sanitizes external content once, after the call.
-
-``STATUS_CHECK_TOOLS`` (the reference's ``IDLE_ONLY_TOOLS``: calls that only look at
-the agent's state) and ``MUTATING_TOOLS`` are derived from the specs.
+Each tool is wrapped so that no registered secret (``log.register_secret``) leaves it in a result or error, even when
+a command prints one; this is not the injection defence, which the loop applies once, after the call.
+``STATUS_CHECK_TOOLS`` (the reference's ``IDLE_ONLY_TOOLS``) and ``MUTATING_TOOLS`` come from the specs.
 """
 
 from __future__ import annotations

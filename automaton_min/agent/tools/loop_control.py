@@ -17,7 +17,8 @@ TRANSFERS_KEY = "transfers_this_turn"  # in LoopControl.extra: transfers the too
 
 HINTS = {
     "sandbox": "no sandbox is attached to this run",
-    "conway": "the Conway API is not configured (local mode without an API key); the creator can run: automaton-min provision",
+    "conway": "the Conway API is not configured (local mode without an API key); "
+              "the creator can run: automaton-min provision",
     "home": "the home directory is not known to this run",
     "wallet_address": "the wallet address is not known to this run",
     "balances": "no balance reader is attached to this run (USDC is read through rpcUrl)",
@@ -68,12 +69,10 @@ def setting(ctx: ToolContext, key: str, default: Any = None) -> Any:
 
 
 def change_config(ctx: ToolContext, apply: Callable[[MutableMapping[str, Any]], None]) -> None:
-    """Apply ``apply`` to ``automaton.json`` (saved atomically, validated first), then to the live configuration.
+    """Apply ``apply`` to ``automaton.json`` (validated, saved atomically), then to the live configuration.
 
-    The file is re-read from the home, so only what it holds (plus the change) is
-    written: never the process-only values (environment overrides, the provisioned
-    API key). The live configuration (``ctx.config``: a ``Config`` or the plain dict
-    the loop and the router share) changes only once the file is saved.
+    The file is re-read from the home, so only what it holds plus the change is written, never the process-only values
+    (environment overrides, the provisioned API key). The live configuration changes only once the file is saved.
     """
     from automaton_min.config import Config, load_config, save_config
 
@@ -85,6 +84,7 @@ def change_config(ctx: ToolContext, apply: Callable[[MutableMapping[str, Any]], 
     except (AutomatonError, OSError) as exc:
         raise ToolFailure(f"the configuration was not changed: {exc}") from None
     live = ctx.config
-    layers = [live.stored, live.values] if isinstance(live, Config) else [live] if isinstance(live, MutableMapping) else []
+    layers = ([live.stored, live.values] if isinstance(live, Config)
+              else [live] if isinstance(live, MutableMapping) else [])
     for layer in layers:
         apply(layer)

@@ -1,10 +1,7 @@
 """Model tools: list_models, switch_model, check_inference_spending.
 
-``switch_model`` accepts only a model the registry knows, that is enabled and that
-the current survival tier may use (free models are allowed at every tier, as in the
-router); it sets ``inferenceModel`` (and ``modelStrategy.inferenceModel``) in the
-live configuration and saves ``automaton.json`` atomically, so the change survives
-a restart. The configured model is the one used at the normal and high tiers.
+``switch_model`` takes only an enabled model the registry knows and the tier may use (free ones at every tier, as in
+the router), and saves ``inferenceModel`` to ``automaton.json``, so the change outlives a restart.
 """
 
 from __future__ import annotations
@@ -42,7 +39,8 @@ def run_list_models(ctx: ToolContext, args: dict[str, Any]) -> str:
         for m in models:
             marks = ("* " if m.model_id == current else "  ")
             usable = "" if tier is None or not m.enabled else ("" if _allowed(m, tier) else f", not at tier {tier}")
-            lines.append(f"{marks}{m.model_id} ({m.provider}) needs tier {m.tier_minimum} | {m.cost_per_1k_input}/{m.cost_per_1k_output}"
+            lines.append(f"{marks}{m.model_id} ({m.provider}) needs tier {m.tier_minimum} "
+                         f"| {m.cost_per_1k_input}/{m.cost_per_1k_output}"
                          f" | ctx {m.context_window} | tools {'yes' if m.supports_tools else 'no'} | "
                          f"{'enabled' if m.enabled else 'disabled'}{usable}")
         return "\n".join(lines)
@@ -58,7 +56,8 @@ def run_list_models(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not offered:
         return "No models are offered."
     lines = ["Models offered by Conway (USD per million tokens in/out):"]
-    lines += [f"{'* ' if m.id == current else '  '}{m.id} ({m.provider}) ${m.input_per_million:g}/${m.output_per_million:g}" for m in offered]
+    lines += [f"{'* ' if m.id == current else '  '}{m.id} ({m.provider}) "
+              f"${m.input_per_million:g}/${m.output_per_million:g}" for m in offered]
     return "\n".join(lines)
 
 
@@ -102,7 +101,8 @@ def run_switch_model(ctx: ToolContext, args: dict[str, Any]) -> str:
 SWITCH_MODEL = Tool(ToolSpec(
     "switch_model", "Change your inference model (saved in your configuration). See list_models for the choices.",
     object_schema({
-        "model_id": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Model id, as list_models shows it"},
+        "model_id": {"type": "string", "minLength": 1, "maxLength": 200,
+                     "description": "Model id, as list_models shows it"},
         "reason": {"type": "string", "maxLength": 500, "description": "Why you are switching"},
     }, ["model_id"]),
     "conway", risk="caution", mutating=True,
@@ -123,11 +123,12 @@ def run_check_inference_spending(ctx: ToolContext, args: dict[str, Any]) -> str:
     daily_cap = policy.get("maxInferenceDailyCents")
     lines = [
         "=== Inference spending ===",
-        f"Last hour: {hour} cents (${hour / 100:.2f})" + (f" of an hourly budget of {strategy['hourlyBudgetCents']}" if strategy.get("hourlyBudgetCents") else ""),
+        f"Last hour: {hour} cents (${hour / 100:.2f})"
+        + (f" of an hourly budget of {strategy['hourlyBudgetCents']}" if strategy.get("hourlyBudgetCents") else ""),
         f"Last 24 h: {day} cents (${day / 100:.2f})" + (f" of a daily cap of {daily_cap}" if daily_cap else ""),
     ]
-    query = ("SELECT model, COUNT(*), COALESCE(SUM(cost_cents), 0), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)"
-             " FROM inference_costs WHERE created_at >= ?")
+    query = ("SELECT model, COUNT(*), COALESCE(SUM(cost_cents), 0), COALESCE(SUM(input_tokens), 0),"
+             " COALESCE(SUM(output_tokens), 0) FROM inference_costs WHERE created_at >= ?")
     params: tuple[Any, ...] = (to_iso(now_ms - days * DAY_MS),)
     if args.get("model"):
         query += " AND model = ?"
@@ -137,7 +138,8 @@ def run_check_inference_spending(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not rows:
         lines.append("  no inference calls recorded" + (f" for {args['model']}" if args.get("model") else ""))
     for model, calls, cents, tokens_in, tokens_out in rows:
-        lines.append(f"  {model}: {cents} cents over {calls} call{'s' if calls != 1 else ''} ({tokens_in} tokens in, {tokens_out} out)")
+        lines.append(f"  {model}: {cents} cents over {calls} call{'s' if calls != 1 else ''} "
+                     f"({tokens_in} tokens in, {tokens_out} out)")
     return "\n".join(lines)
 
 
@@ -145,7 +147,8 @@ CHECK_INFERENCE_SPENDING = Tool(ToolSpec(
     "check_inference_spending", "What your thinking has cost: the last hour, the last day, and per model.",
     object_schema({
         "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Only this model (optional)"},
-        "days": {"type": "integer", "minimum": 1, "maximum": 90, "description": "Days to look back for the per-model costs (default 1)"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 90,
+                 "description": "Days to look back for the per-model costs (default 1)"},
     }),
     "financial", risk="safe", status_check=True,
 ), run_check_inference_spending)

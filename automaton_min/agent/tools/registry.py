@@ -1,9 +1,8 @@
 """The tool registry: the tools the model may call, and the one path by which a call runs.
 
-``execute`` never raises for anything a tool or the model did: an unknown tool, arguments
-that do not fit the schema (or were not JSON), a refusal by the policy, a ``ToolFailure``
-or an unexpected exception all become an error result the model reads next turn.
-Results and error texts are both capped at ``MAX_RESULT_CHARS``.
+``execute`` never raises for what a tool or the model did: an unknown tool, arguments that do not fit the schema (or
+were not JSON), a policy refusal, a ``ToolFailure`` or an unexpected exception all become an error result the model
+reads next turn. Results and errors are both capped at ``MAX_RESULT_CHARS``.
 """
 
 from __future__ import annotations
@@ -66,7 +65,8 @@ class ToolRegistry:
 
     def execute(self, ctx: ToolContext, call_id: str, name: str, arguments: dict[str, Any], *,
                 argument_error: str | None = None, authorize: Authorize | None = None,
-                max_result_chars: int = MAX_RESULT_CHARS, monotonic: Callable[[], float] = time.monotonic) -> ToolOutcome:
+                max_result_chars: int = MAX_RESULT_CHARS,
+                monotonic: Callable[[], float] = time.monotonic) -> ToolOutcome:
         """Validate, authorize and run one tool call; every failure is a result, never an exception."""
         started = monotonic()
 
@@ -79,7 +79,8 @@ class ToolRegistry:
         if tool is None:
             return done("", f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}")
         if argument_error:
-            return done("", f"the arguments were not a JSON object ({argument_error}); call {name} again with valid JSON")
+            return done("", f"the arguments were not a JSON object ({argument_error}); "
+                            f"call {name} again with valid JSON")
         problems = validate(arguments, tool.spec.parameters)
         if problems:
             return done("", "invalid arguments: " + "; ".join(problems[:5]))

@@ -1,11 +1,8 @@
 """Self tools: view_soul, update_soul, update_genesis_prompt; and modify_heartbeat.
 
-SOUL.md is rewritten atomically (mode 0600), bounded to what the system prompt
-shows, and the version it replaces is kept in KV ``soul_previous``. The genesis
-prompt (the agent's purpose) is bounded to 2000 characters, the old one is kept in
-KV ``genesis_prompt_backup``, and ``automaton.json`` is saved atomically. A change
-of purpose is refused when the turn came from outside (other agents, the web), and
-needs the creator when ``soulConfig.requireCreatorApprovalForPurposeChange`` is on.
+The replaced soul is kept in KV ``soul_previous``, the replaced purpose in ``genesis_prompt_backup``. A turn from
+outside cannot change the purpose, and with ``soulConfig.requireCreatorApprovalForPurposeChange`` only the creator
+can.
 """
 
 from __future__ import annotations

@@ -23,12 +23,10 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class LoopControl(Protocol):
-    """Per-turn state a tool may change; the loop reads it after the tool calls of the turn.
+    """Per-turn state a tool may change; the loop reads it after the turn's tool calls.
 
-    ``request_sleep``: sleep for ``seconds`` once this turn ends (the last request wins).
-    ``low_compute``: run on the cheaper model with fewer tokens.
-    ``distress``: the agent has raised a distress signal.
-    ``extra``: a scratch dict for per-turn counters (credit transfers made by the tools).
+    ``request_sleep``: sleep ``seconds`` once this turn ends (the last request wins); ``low_compute``: the cheaper model
+    with fewer tokens; ``distress``: a distress signal was raised; ``extra``: per-turn counters (credit transfers).
     """
 
     low_compute: bool

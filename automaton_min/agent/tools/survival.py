@@ -1,10 +1,8 @@
 """Survival tools: sleep, system_synopsis, heartbeat_ping, distress_signal, enter_low_compute; and send_message.
 
-The loop control (``loop`` service) carries what a tool asks of the loop: a sleep
-after this turn, low-compute mode, a raised distress flag. Sleep is bounded (10 s
-to 24 h; the reference accepted negative and huge durations). Nothing here ever
-shows a secret: the synopsis names the wallet's public address, never its key, and
-says whether the Conway API is configured, never the key.
+The ``loop`` service carries what a tool asks of the loop (a sleep after this turn, low-compute mode, distress).
+Sleep is bounded (the reference accepted negative and huge durations). The synopsis names the wallet's address and
+whether the Conway API is configured, never a key.
 """
 
 from __future__ import annotations
@@ -59,13 +57,17 @@ def run_sleep(ctx: ToolContext, args: dict[str, Any]) -> str:
     loop = need(ctx, "loop")
     seconds, reason = args["duration_seconds"], (args.get("reason") or "").strip() or "no reason given"
     loop.request_sleep(seconds, reason)
-    return f"Going to sleep for {seconds} s when this turn ends ({reason}). The heartbeat keeps running while you sleep."
+    return (f"Going to sleep for {seconds} s when this turn ends ({reason}). "
+            "The heartbeat keeps running while you sleep.")
 
 
 SLEEP = Tool(ToolSpec(
-    "sleep", f"Sleep for a while ({MIN_SLEEP_S} s to {MAX_SLEEP_S} s) when this turn ends; use it when there is nothing useful to do.",
+    "sleep",
+    f"Sleep for a while ({MIN_SLEEP_S} s to {MAX_SLEEP_S} s) when this turn ends; "
+    "use it when there is nothing useful to do.",
     object_schema({
-        "duration_seconds": {"type": "integer", "minimum": MIN_SLEEP_S, "maximum": MAX_SLEEP_S, "description": "How long to sleep, in seconds"},
+        "duration_seconds": {"type": "integer", "minimum": MIN_SLEEP_S, "maximum": MAX_SLEEP_S,
+                             "description": "How long to sleep, in seconds"},
         "reason": {"type": "string", "maxLength": 500, "description": "Why you are sleeping"},
     }, ["duration_seconds"]),
     "survival", risk="caution", mutating=True,
@@ -86,7 +88,8 @@ def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
         ping_at = orjson.loads(ping).get("timestamp") if ping else None
     except (orjson.JSONDecodeError, AttributeError):
         ping_at = None
-    flags = [name for name, on in (("low-compute mode", getattr(loop, "low_compute", False) or get_value(ctx.db, LOW_COMPUTE_KEY)),
+    flags = [name for name, on in (("low-compute mode",
+                                    getattr(loop, "low_compute", False) or get_value(ctx.db, LOW_COMPUTE_KEY)),
                                    ("distress raised", getattr(loop, "distress", False))) if on]
     uptime = _uptime_s(ctx)
     lines = [
@@ -100,7 +103,8 @@ def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
         f"Flags: {', '.join(flags) if flags else 'none'}",
         f"Turns: {count_turns(ctx.db)} (last at {last_turn_timestamp(ctx.db) or 'never'})",
         f"Model: {setting(ctx, 'inferenceModel') or strategy.get('inferenceModel') or 'unknown'}"
-        f" (low compute: {strategy.get('lowComputeModel', 'unknown')}, critical: {strategy.get('criticalModel', 'unknown')})",
+        f" (low compute: {strategy.get('lowComputeModel', 'unknown')},"
+        f" critical: {strategy.get('criticalModel', 'unknown')})",
         f"Sandbox: {'Conway sandbox ' + sandbox if sandbox else 'local mode (this machine)'}",
         f"Conway API: {'configured' if ctx.services.conway is not None else 'not configured'}",
         f"Last heartbeat ping: {ping_at or 'never'}",
@@ -136,7 +140,8 @@ def run_heartbeat_ping(ctx: ToolContext, args: dict[str, Any]) -> str:
         "timestamp": to_iso(now_ms),
     }
     set_value(ctx.db, HEARTBEAT_PING_KEY, orjson.dumps(payload).decode(), now_ms)
-    return f"Heartbeat recorded at {payload['timestamp']}: {state} | credits: {_money(credits)} | tier: {payload['tier']}"
+    return (f"Heartbeat recorded at {payload['timestamp']}: {state} | credits: {_money(credits)} "
+            f"| tier: {payload['tier']}")
 
 
 HEARTBEAT_PING = Tool(ToolSpec(
@@ -167,7 +172,8 @@ def run_distress_signal(ctx: ToolContext, args: dict[str, Any]) -> str:
     }
     set_value(ctx.db, DISTRESS_KEY, orjson.dumps(payload).decode(), now_ms)
     loop.distress = True
-    return f"Distress signal recorded at {payload['timestamp']}. Address: {address or 'unknown'} | credits: {_money(credits)}"
+    return (f"Distress signal recorded at {payload['timestamp']}. Address: {address or 'unknown'} "
+            f"| credits: {_money(credits)}")
 
 
 DISTRESS_SIGNAL = Tool(ToolSpec(
@@ -197,7 +203,8 @@ ENTER_LOW_COMPUTE = Tool(ToolSpec(
 ), run_enter_low_compute)
 
 
-# --------------------------------------------------------------------------- messages (service "relay": social.relay.RelayClient)
+# --------------------------------------------------------------------------- messages
+# (service "relay": social.relay.RelayClient)
 
 
 def run_send_message(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -224,7 +231,8 @@ SEND_MESSAGE = Tool(ToolSpec(
     object_schema({
         "to_address": {"type": "string", "pattern": r"^0x[0-9a-fA-F]{40}$", "description": "Recipient 0x address"},
         "content": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS, "description": "Message text"},
-        "reply_to": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Id of the message you answer (optional)"},
+        "reply_to": {"type": "string", "minLength": 1, "maxLength": 200,
+                     "description": "Id of the message you answer (optional)"},
     }, ["to_address", "content"]),
     "conway", risk="caution", mutating=True,
 ), run_send_message)

@@ -1,9 +1,8 @@
 """A small JSON-schema validator for tool arguments: the subset tool schemas use, with readable errors.
 
-Supported: ``type`` (object, string, integer, number, boolean, array, null, or a list of
-them), ``properties``, ``required``, ``additionalProperties: false``, ``enum``,
-``minimum``/``maximum``, ``minLength``/``maxLength``, ``pattern``, ``items``,
-``minItems``/``maxItems``. Errors name the argument path: ``command: expected a string``.
+Supported: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties: false``, ``enum``,
+``minimum``/``maximum``, ``minLength``/``maxLength``, ``pattern``, ``items``, ``minItems``/``maxItems``. Errors name
+the argument path: ``command: expected a string``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Sandbox tools: exec, read_file, write_file, expose_port, remove_port, create_sandbox, list_sandboxes.
 
-Commands and files go through the ``sandbox`` service (this machine in local mode, a
-Conway sandbox otherwise); sandboxes are created and listed through ``conway``.
-What ``exec`` and ``read_file`` return is external content: it goes back as plain
-text and the loop sanitizes it once, after the call.
-
-Guards that need no policy engine: ``read_file`` refuses files that hold secrets
-(the wallet, the configuration, the provisioned API key, ``.env``, keys and
-certificates), also when reached through a symlink; ``write_file`` stays inside the
-workspace (``/root`` in a Conway sandbox) and never overwrites the runtime's own
-files (wallet, configuration, database, constitution; SOUL.md has ``update_soul``).
+What ``exec`` and ``read_file`` return is external content: plain text the loop sanitizes once. Guards that need no
+policy engine: ``read_file`` refuses files that hold secrets (the wallet, the configuration, the API key, ``.env``,
+keys and certificates), through a symlink too; ``write_file`` stays inside the workspace (``/root`` in a Conway
+sandbox) and never overwrites the runtime's own files (SOUL.md has ``update_soul``).
 """
 
 from __future__ import annotations
@@ -34,7 +28,8 @@ MAX_PATH_CHARS = 4096
 MAX_WRITE_CHARS = 1_000_000
 MAX_READ_BYTES = 1 << 20  # local mode: bigger files are refused instead of loaded whole into memory
 
-PROTECTED_NAMES = frozenset({"wallet.json", "automaton.json", "constitution.md", "state.db", "state.db-wal", "state.db-shm"})
+PROTECTED_NAMES = frozenset({"wallet.json", "automaton.json", "constitution.md", "state.db", "state.db-wal",
+                             "state.db-shm"})
 AUTOMATON_DIR = ".automaton"
 
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535, "description": "TCP port, 1-65535"}
@@ -130,10 +125,12 @@ EXEC = Tool(ToolSpec(
     "Run a shell command in your sandbox (/bin/sh -c, in your home directory). Returns exit code, stdout and stderr. "
     "Everything it starts ends with the call unless background is true.",
     object_schema({
-        "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS, "description": "The shell command"},
+        "command": {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS,
+                    "description": "The shell command"},
         "timeout": {"type": "integer", "minimum": 1000, "maximum": MAX_EXEC_TIMEOUT_MS,
                     "description": f"Milliseconds before the command is stopped (default {DEFAULT_EXEC_TIMEOUT_MS})"},
-        "background": {"type": "boolean", "description": "Keep it running after this call (a server); stop it with stop_job"},
+        "background": {"type": "boolean",
+                       "description": "Keep it running after this call (a server); stop it with stop_job"},
     }, ["command"]),
     "vm", risk="caution", mutating=True,
 ), run_exec)
@@ -149,7 +146,8 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
     local = _local_paths(sandbox, path)
     candidates = [path] + (list(local) if local else [_remote_path(path)])
     if any(_is_secret(p, home) for p in candidates) or (local and _same_file_as_secret(local[1], home)):
-        raise ToolFailure(f"{path} holds secrets (wallet, configuration, API key or keys) and is never read into your context")
+        raise ToolFailure(f"{path} holds secrets (wallet, configuration, API key or keys) "
+                          "and is never read into your context")
     if local and not getattr(sandbox, "confined", False):  # confined: the spawner looks, not this process
         try:
             size = os.path.getsize(local[1])
@@ -184,7 +182,8 @@ def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
 READ_FILE = Tool(ToolSpec(
     "read_file",
     "Read a text file in your sandbox (relative paths and ~ are in your home directory).",
-    object_schema({"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "File path"}}, ["path"]),
+    object_schema({"path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS, "description": "File path"}},
+                  ["path"]),
     "vm", risk="safe",
 ), run_read_file)
 
@@ -210,7 +209,8 @@ def run_write_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         if name == "SOUL.md":
             raise ToolFailure("SOUL.md is changed with update_soul, which keeps the previous version")
         if name in PROTECTED_NAMES or _is_secret(candidate, home) or _same_file_as_secret(candidate, home):
-            raise ToolFailure(f"{path} is one of your runtime's own files (wallet, configuration, database or constitution); it is never overwritten")
+            raise ToolFailure(f"{path} is one of your runtime's own files (wallet, configuration, database or "
+                              "constitution); it is never overwritten")
     try:
         sandbox.write_file(path, content)
     except OSError as exc:
@@ -240,7 +240,8 @@ def run_expose_port(ctx: ToolContext, args: dict[str, Any]) -> str:
         info = sandbox.expose_port(args["port"])
     except RuntimeFailure as exc:
         raise ToolFailure(f"port {args['port']} was not exposed: {exc}") from None
-    note = " (local mode: reachable from this machine only, not from the internet)" if getattr(sandbox, "is_local", False) else ""
+    note = (" (local mode: reachable from this machine only, not from the internet)"
+            if getattr(sandbox, "is_local", False) else "")
     return f"Port {info.port} exposed at: {info.public_url}{note}"
 
 
@@ -271,11 +272,13 @@ def run_create_sandbox(ctx: ToolContext, args: dict[str, Any]) -> str:
     conway = need(ctx, "conway")
     name = args.get("name") or f"sandbox-{ctx.now()}"
     try:
-        info = conway.create_sandbox(name, args.get("vcpu", 1), args.get("memory_mb", 512), args.get("disk_gb", 5), args.get("region"))
+        info = conway.create_sandbox(name, args.get("vcpu", 1), args.get("memory_mb", 512), args.get("disk_gb", 5),
+                                     args.get("region"))
     except RuntimeFailure as exc:
         raise ToolFailure(f"no sandbox was created: {exc}") from None
     where = f" in {info.region}" if info.region else ""
-    return f"Sandbox created: {info.id} [{info.status}] {info.vcpu} vCPU, {info.memory_mb} MB RAM, {info.disk_gb} GB disk{where}"
+    return (f"Sandbox created: {info.id} [{info.status}] {info.vcpu} vCPU, {info.memory_mb} MB RAM, "
+            f"{info.disk_gb} GB disk{where}")
 
 
 def run_list_sandboxes(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -293,7 +296,8 @@ CREATE_SANDBOX = Tool(ToolSpec(
     "create_sandbox",
     "Create a new Conway sandbox (a separate VM, paid from your credits).",
     object_schema({
-        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$", "description": "Sandbox name"},
+        "name": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                 "description": "Sandbox name"},
         "vcpu": {"type": "integer", "minimum": 1, "maximum": 16, "description": "vCPUs (default 1)"},
         "memory_mb": {"type": "integer", "minimum": 256, "maximum": 65536, "description": "Memory in MB (default 512)"},
         "disk_gb": {"type": "integer", "minimum": 1, "maximum": 500, "description": "Disk in GB (default 5)"},
