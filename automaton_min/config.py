@@ -96,7 +96,8 @@ CONTEXT_MODES = ("auto", "compact", "full")
 ACTION_MODES = ("auto", "stepwise", "direct")
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
-_DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+_DOMAIN = re.compile(rf"(?=.{{1,253}}\Z)(?:{_LABEL}\.)*{_LABEL}")
 
 Rule = Callable[[Any], "str | None"]
 

@@ -112,3 +112,9 @@ def get_logger(name: str) -> logging.Logger:
     if name.startswith(ROOT_LOGGER):
         return logging.getLogger(name)
     return logging.getLogger(f"{ROOT_LOGGER}.{name}")
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -20,7 +20,7 @@ from automaton_min.chain.usdc import BASE
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.clock import to_iso
 from automaton_min.config import load_config
-from automaton_min.runtime.agent_runtime import RuntimeHooks
+from automaton_min.agent.hooks import AgentHooks
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury.ledger import get_intent, record_intent
@@ -176,7 +176,7 @@ def test_a_dead_agent_tops_up_before_skipping_its_cycle_and_wakes(chain, rpc, ho
 @pytest.mark.parametrize("stored", ["iso", "epoch"])
 def test_last_inline_topup_attempt_may_be_iso_or_epoch_ms(db, home, clock, stored) -> None:
     attempts = []
-    hooks = RuntimeHooks(db, None, home, now=clock, finances=FinancialCache(lambda: 20, lambda: 10 * ONE_USDC, now=clock),
+    hooks = AgentHooks(db, None, home, now=clock, finances=FinancialCache(lambda: 20, lambda: 10 * ONE_USDC, now=clock),
                          topup=attempts.append)
     earlier = clock() - 30_000
     set_value(db, "last_inline_topup_attempt", to_iso(earlier) if stored == "iso" else str(earlier), clock())
@@ -189,7 +189,7 @@ def test_last_inline_topup_attempt_may_be_iso_or_epoch_ms(db, home, clock, store
 
 def test_an_unreadable_last_attempt_does_not_crash_the_loop(db, home, clock) -> None:
     attempts = []
-    hooks = RuntimeHooks(db, None, home, now=clock, finances=FinancialCache(lambda: 20, lambda: 10 * ONE_USDC, now=clock),
+    hooks = AgentHooks(db, None, home, now=clock, finances=FinancialCache(lambda: 20, lambda: 10 * ONE_USDC, now=clock),
                          topup=attempts.append)
     set_value(db, "last_inline_topup_attempt", "yesterday-ish", clock())
     assert hooks.survive(hooks.finances(clock()), clock())[0] == "low_compute" and len(attempts) == 1

@@ -166,7 +166,7 @@ def test_a_second_copy_with_the_same_nonce_from_the_same_signer_is_a_replay(rela
 
 
 def test_signed_messages_are_stored_with_their_signer_and_authority(relay, agent, clock, db) -> None:
-    from automaton_min.runtime.agent_runtime import RuntimeHooks
+    from automaton_min.agent.hooks import AgentHooks
 
     from_creator(relay, "do the thing")
     relay.inject(relay.signed_message(STRANGER_KEY, STRANGER, AGENT, "hi, stranger here"))
@@ -175,7 +175,7 @@ def test_signed_messages_are_stored_with_their_signer_and_authority(relay, agent
     report = poll_into(db, agent, clock)
     assert [m.creator for m in report.stored] == [True, False, False] and not report.dropped
     assert [m.signed_by for m in report.stored] == [CREATOR.lower(), STRANGER.lower(), None]
-    hooks = RuntimeHooks(db, config(), None, now=clock, finances=None)
+    hooks = AgentHooks(db, config(), None, now=clock, finances=None)
     assert [a for _, _, a in hooks.claim_inbox(clock())] == ["creator", "external", "external"]
 
 

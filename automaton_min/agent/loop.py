@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from automaton_min.agent.context import AssembledContext
 from automaton_min.agent import stepwise
+from automaton_min.agent.hooks import AgentHooks
 from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict, call_key
 from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
-from automaton_min.agent.survival import FinancialReading
-from automaton_min.agent.tools.base import ToolContext, ToolSpec
+from automaton_min.agent.tools.base import ToolContext
 from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.toolset import is_compact, offered_tools
@@ -53,28 +53,6 @@ def least_trusted(*authorities: str) -> str:
     return min(authorities, key=TRUST_ORDER.index)
 
 
-class Hooks(Protocol):
-    """The collaborators the loop calls; the runtime wires the real ones, tests may pass their own."""
-
-    def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]: ...           # (id, text, authority)
-    def ack_inbox(self, ids: list[str], now_ms: int) -> None: ...                    # inside the turn transaction
-    def release_inbox(self, ids: list[str]) -> None: ...                             # after a failed turn
-    def return_inbox(self, ids: list[str]) -> None: ...                              # unread: no try counted
-    def finances(self, now_ms: int) -> FinancialReading: ...                         # cached, with freshness
-    # (tier, low compute); enters the state
-    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]: ...
-    def begin_cycle(self, reason: str, now_ms: int) -> bool: ...                     # state waking; False while dead
-    def set_state(self, state: str, now_ms: int, reason: str) -> None: ...
-    def state(self) -> str: ...
-    def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
-                  calls_this_turn: tuple[str, ...]) -> str | None: ...
-    def clean_result(self, text: str, source: str, now_ms: int) -> str: ...
-    def redact_key(self, value: Any) -> Any: ...                                      # what the model wrote, as stored
-    def clean_instruction(self, text: str) -> str: ...
-    def prompt_parts(self) -> dict[str, str | None]: ...  # soul, genesis, constitution, creator_message
-    def after_turn(self, turn: StoredTurn) -> None: ...                              # memory ingestion attaches here
-
-
 class TurnAbandoned(Exception):
     """A turn still running when the stop's grace period ran out: nothing of it is written."""
 
@@ -100,7 +78,7 @@ class LoopState:
 
 
 class AgentLoop:
-    def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: Hooks, *,
+    def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: AgentHooks, *,
                  now: Clock, services: ToolServices | None = None, started_ms: int | None = None,
                  metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None,
                  progress: Callable[[], None] | None = None) -> None:

@@ -11,7 +11,7 @@ import orjson
 from automaton_min.cli.common import home_of, load_config_for
 from automaton_min.config import db_path
 from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
-from automaton_min.runtime.report import short
+from automaton_min.log import short
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
 

@@ -10,8 +10,8 @@ the character devices ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random
 ``/dev/urandom`` and ``/dev/tty``; and the files ``/etc/resolv.conf``, ``/etc/localtime`` and
 ``/etc/hosts`` point to when they are links out of ``/etc`` (name resolution and time zones work). A read-only
 path that holds the agent's home, or lies inside it, is dropped: the home (wallet, config, API keys, database,
-heartbeat files) is never readable, whatever ``PATH`` says. A workspace or temp dir that is, holds or lies inside one of the
-home's protected entries (``protected.py``) is refused.
+heartbeat files) is never readable, whatever ``PATH`` says. A workspace or temp dir that is, holds or lies inside
+one of the home's protected entries (``protected.py``) is refused.
 """
 
 from __future__ import annotations

@@ -7,16 +7,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
+from automaton_min.agent.hooks import AgentHooks
 from automaton_min.agent.key_guard import KeyGuard
 from automaton_min.agent.loop import AgentLoop
 from automaton_min.agent.prompts import Identity
 from automaton_min.agent.states import read_agent_state, set_agent_state
-from automaton_min.agent.survival import FinancialCache, FinancialReading, assess
-from automaton_min.agent.tools.base import ToolSpec
-from automaton_min.agent.tools.loop_control import LOW_COMPUTE_KEY
+from automaton_min.agent.survival import FinancialCache, FinancialReading
 from automaton_min.agent.tools.registry import ToolRegistry
 from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.turn_context import TurnContextBuilder
@@ -24,7 +22,6 @@ from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.config import SECRET_KEYS, Config, db_path
-from automaton_min.errors import AutomatonError
 from automaton_min.conway.sandbox import Sandbox
 from automaton_min.runtime.sandboxes import sandbox_for
 from automaton_min.home import Home
@@ -33,7 +30,6 @@ from automaton_min.inference.providers import Providers
 from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
 from automaton_min.memory.compression import HistoryFolder
-from automaton_min.memory.ingest import ingest_turn
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
 from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
@@ -41,179 +37,21 @@ from automaton_min.store import inbox
 from automaton_min.store.db import STORAGE_ERRORS, Database, open_database
 from automaton_min.store.disk_reserve import DiskReserve
 from automaton_min.store.identity import read_identity
-from automaton_min.store.kv import USDC_KEY, epoch_ms, get_value, set_json, set_value
-from automaton_min.store.turns import StoredTurn
+from automaton_min.store.kv import get_value, set_json, set_value
 from automaton_min.chain.usdc import rpc_url
 from automaton_min.runtime.startup import money_at_start
-from automaton_min.runtime.report import log_tool_call
 from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY
 from automaton_min.store.wake import WakeEventLog, take_pending
 from automaton_min.treasury.payer import Payer, payer_options
-from automaton_min.treasury.topup import INLINE_TOPUP_COOLDOWN_MS, TOPUP_ATTEMPT_KEY
 
 log = get_logger(__name__)
-
-
-KEY_MATERIAL = "KEY_MATERIAL"  # the refusal of a tool call whose arguments hold wallet key material
-
-
-class RuntimeHooks:
-    """The loop's collaborators, backed by the real stores, policy and injection defence."""
-
-    def __init__(self, db: Database, config: Config, home: Home, *, now: Clock, finances: FinancialCache | None,
-                 policy: Any = None, topup: Any = None, key_guard: KeyGuard | None = None,
-                 metrics: Metrics = NO_METRICS) -> None:
-        self.db, self.config, self.home, self.now = db, config, home, now
-        self.key_guard = key_guard
-        self.financial = finances
-        self.policy = policy
-        self.topup = topup
-        self.metrics = metrics
-        self.previous_tier: str | None = None
-        self.remembered_usdc: int | None = None
-        self.inbox_senders: list[str] = []
-        self.creator_wrote = False
-
-    # -- inbox
-    def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
-        from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
-
-        creator = self.config.get("creatorAddress")
-        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
-        read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
-        self.inbox_senders = [m.from_address for m in claimed]  # for memory ingestion of the turn that reads them
-        self.creator_wrote = any(authority == "creator" for _, _, authority in read)  # a verified signature
-        return read
-
-    def ack_inbox(self, ids: list[str], now_ms: int) -> None:
-        inbox.mark_processed(self.db, ids, now_ms)
-
-    def release_inbox(self, ids: list[str]) -> None:
-        if ids:
-            inbox.release_after_failed_turn(self.db, ids)
-
-    def return_inbox(self, ids: list[str]) -> None:
-        if ids:
-            inbox.return_unread(self.db, ids)
-
-    # -- money and survival
-    def finances(self, now_ms: int) -> FinancialReading:
-        if self.financial is None:  # no Conway key: credits do not apply to this agent
-            return FinancialReading(None, False, None)
-        reading = self.financial.reading()
-        self.metrics.balances(reading.credits_cents, reading.usdc_atomic)
-        self._remember_usdc(reading.usdc_atomic, now_ms)
-        return reading
-
-    def _remember_usdc(self, atomic: int | None, now_ms: int) -> None:
-        """Keep the last USDC balance read in KV ``last_known_usdc`` for ``status`` (written when it changes)."""
-        if atomic is None or atomic == self.remembered_usdc:
-            return
-        set_json(self.db, USDC_KEY, {"atomic": atomic, "at": to_iso(now_ms)}, now_ms)
-        self.remembered_usdc = atomic
-
-    def survive(self, reading: FinancialReading, now_ms: int) -> tuple[str, bool]:
-        chosen_low = get_value(self.db, LOW_COMPUTE_KEY) is not None  # the agent asked for it (enter_low_compute)
-        if self.financial is None:
-            return "normal", chosen_low
-        state = read_agent_state(self.db)
-        assessment = assess(reading, self.previous_tier, state)
-        self.previous_tier = assessment.tier
-        if assessment.state_to_enter and assessment.state_to_enter != state:
-            set_agent_state(self.db, assessment.state_to_enter, now_ms, reason=f"tier {assessment.tier}",
-                            funded=assessment.funding_arrived)
-        if assessment.should_try_topup:
-            self.try_topup(reading, now_ms)
-        return assessment.tier, assessment.low_compute or chosen_low
-
-    def try_topup(self, reading: FinancialReading, now_ms: int) -> bool:
-        """The inline $5 top-up, at most once per ``INLINE_TOPUP_COOLDOWN_MS``; True when one was attempted.
-
-        A failure is logged, not raised: the loop goes on, and the next reading tells.
-        """
-        if self.topup is None or self.financial is None:
-            return False
-        last = epoch_ms(get_value(self.db, TOPUP_ATTEMPT_KEY))
-        if last is not None and now_ms - last < INLINE_TOPUP_COOLDOWN_MS:
-            return False
-        set_value(self.db, TOPUP_ATTEMPT_KEY, to_iso(now_ms), now_ms)
-        try:
-            self.topup(reading)
-        except AutomatonError as exc:  # refused, not answered, no node: nothing more to do this time
-            log.warning("inline top-up failed", extra={"error": str(exc)})
-        self.financial.invalidate()
-        return True
-
-    def begin_cycle(self, reason: str, now_ms: int) -> bool:
-        if read_agent_state(self.db) == "dead":
-            reading = self.finances(now_ms)
-            assessment = assess(reading, "dead", "dead")
-            if not assessment.funding_arrived and assessment.should_try_topup and self.try_topup(reading, now_ms):
-                assessment = assess(self.finances(now_ms), "dead", "dead")  # did the top-up fund it?
-            if not assessment.funding_arrived:
-                return False
-            set_agent_state(self.db, "waking", now_ms, reason="funding arrived", funded=True)
-            return True
-        set_agent_state(self.db, "waking", now_ms, reason=reason)
-        return True
-
-    def set_state(self, state: str, now_ms: int, reason: str) -> None:
-        set_agent_state(self.db, state, now_ms, reason=reason)
-
-    def state(self) -> str:
-        return read_agent_state(self.db)
-
-    # -- policy and sanitizing
-    def authorize(self, spec: ToolSpec, arguments: dict[str, Any], authority: str, turn_id: str,
-                  calls_this_turn: tuple[str, ...]) -> str | None:
-        if self.key_guard is not None and self.key_guard.in_arguments(arguments):
-            log.warning("refused a tool call carrying wallet key material", extra={"tool": spec.name})
-            return f"{KEY_MATERIAL}: the arguments carry wallet key material, which never leaves the agent through any tool"
-        if self.policy is None:
-            return None
-        return self.policy.authorize(spec, arguments, authority, turn_id, calls_this_turn)
-
-    def clean_result(self, text: str, source: str, now_ms: int) -> str:
-        """Key material scrubbed first (a second line behind confinement), then the injection defence."""
-        from automaton_min.social.injection import sanitize
-
-        if self.key_guard is not None:
-            text = self.key_guard.scrub(text)
-        return sanitize(text, source, "tool_result", now_ms=now_ms).content
-
-    def redact_key(self, value: Any) -> Any:
-        """Key material out of what the model wrote (its text, its calls' arguments) before it is stored: a model
-        that got the key must not find it in its own history, and ``state.db`` must not hold it."""
-        return self.key_guard.redact(value) if self.key_guard is not None else value
-
-    def clean_instruction(self, text: str) -> str:
-        from automaton_min.social.injection import sanitize
-
-        return sanitize(text, "self", "instruction", now_ms=self.now()).content
-
-    def after_turn(self, turn: StoredTurn) -> None:
-        """After a turn is committed: one log line per tool call, then memory ingestion."""
-        for call in turn.tool_calls:
-            log_tool_call(call, self.key_guard.scrub if self.key_guard else None)
-        creator = self.config.get("creatorAddress") if self.creator_wrote else None
-        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders, creator=creator)
-
-    def prompt_parts(self) -> dict[str, str | None]:
-        def read(path: Path) -> str | None:
-            try:
-                return path.read_text(encoding="utf-8")
-            except OSError:
-                return None
-
-        return {"soul": read(self.home.soul_path), "constitution": read(self.home.constitution_path),
-                "genesis": self.config.get("genesisPrompt"), "creator_message": self.config.get("creatorMessage")}
 
 
 @dataclass(frozen=True)
 class LiveBalances:
     """The balances the tools report: credits as the loop's cache knows them, USDC read from the node."""
 
-    hooks: RuntimeHooks
+    hooks: AgentHooks
     read_usdc: Callable[[], int]
     now: Clock
 
@@ -229,7 +67,7 @@ class Agent:
     """The assembled agent: its loop and the parts the runtime around it drives."""
 
     loop: AgentLoop
-    hooks: RuntimeHooks
+    hooks: AgentHooks
     db: Database
     sandbox: Sandbox
     wallet: Wallet | None = None
@@ -310,7 +148,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     identity = Identity(config.get("name", identity_row.get("name", "automaton")), wallet.address,
                         config.get("creatorAddress", identity_row.get("creator", "")), config.get("sandboxId") or None)
     with start_step("conway client"):
-        conway = ConwayClient(config.get("conwayApiUrl"), config.get("conwayApiKey"), db=db, now=now) if config.get("conwayApiKey") else None
+        api_key = config.get("conwayApiKey")
+        conway = ConwayClient(config.get("conwayApiUrl"), api_key, db=db, now=now) if api_key else None
     with start_step("inference"):
         registry = ModelRegistry(db, now)
         registry.seed_baseline()
@@ -342,7 +181,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         if reading.credits_cents is not None and reading.usdc_atomic is not None:
             bootstrap_topup(payer, config.get("conwayApiUrl"), reading.credits_cents, reading.usdc_atomic)
 
-    hooks = RuntimeHooks(db, config, home, now=now, finances=finances, policy=policy,
+    hooks = AgentHooks(db, config, home, now=now, finances=finances, policy=policy,
                          topup=inline_topup if conway else None, key_guard=key_guard, metrics=metrics)
     disk = DiskReserve(home.root, workspace) if sandbox.is_local else None
     services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
@@ -351,8 +190,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
                             if schedule_changed is not None else None)
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db))
-    loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now, services=services,
-                     metrics=metrics, context=context, progress=progress)
+    loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now,
+                     services=services, metrics=metrics, context=context, progress=progress)
     set_value(db, "start_time", to_iso(now()), now())
     set_value(db, CONFINEMENT_KEY, sandbox.describe(), now())  # for status
     with start_step("bootstrap top-up"):

@@ -20,6 +20,7 @@ from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import object_schema, setting
+from automaton_min.log import short
 from automaton_min.memory.common import AGENT_SESSION, MAX_TEXT, MemoryStoreError
 from automaton_min.memory.stores import (CATEGORIES, MAX_STEPS, RELATIONSHIP_TYPES, EpisodicMemory, Fact,
                                          ProceduralMemory, Procedure, RelationshipMemory, SemanticMemory,
@@ -35,13 +36,8 @@ AGENT_TYPES = tuple(t for t in RELATIONSHIP_TYPES if t != "creator")
 Run = Callable[[ToolContext, dict[str, Any]], str]
 
 
-def _short(value: str, limit: int = 200) -> str:
-    value = " ".join(value.split())
-    return value if len(value) <= limit else value[: limit - 3] + "..."
-
-
 def _fact_line(fact: Fact) -> str:
-    return f"- [{fact.category}/{fact.key}] {_short(fact.value, 500)} (confidence {fact.confidence:.2f}, id {fact.id})"
+    return f"- [{fact.category}/{fact.key}] {short(fact.value, 500)} (confidence {fact.confidence:.2f}, id {fact.id})"
 
 
 def _store_refusals(run: Run) -> Run:
@@ -114,7 +110,7 @@ RECALL_FACTS = Tool(ToolSpec(
 def run_set_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
     entry = WorkingMemory(ctx.db, ctx.now).add(AGENT_SESSION, args["goal"].strip(), content_type="goal",
                                                priority=args.get("priority", GOAL_PRIORITY), source_turn=ctx.turn_id)
-    return f"Goal set (id {entry.id}, priority {entry.priority:.1f}): {_short(entry.content)}"
+    return f"Goal set (id {entry.id}, priority {entry.priority:.1f}): {short(entry.content, 200)}"
 
 
 @_store_refusals
@@ -129,7 +125,7 @@ def run_complete_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
             AGENT_SESSION, "goal_completed", f"Goal completed: {goal.content}", detail=result, outcome="success",
             importance=max(0.5, goal.priority), classification="productive")
         working.delete(goal.id)
-    return f"Goal completed and archived (episode {episode.id}): {_short(goal.content)}"
+    return f"Goal completed and archived (episode {episode.id}): {short(goal.content, 200)}"
 
 
 SET_GOAL = Tool(ToolSpec(
@@ -180,7 +176,7 @@ def _procedure_text(procedure: Procedure) -> str:
     for number, step in enumerate(procedure.steps, 1):
         said = step.get("description") or step.get("action") or ""
         tool = f" [tool: {step['tool']}]" if step.get("tool") else ""
-        lines.append(f"  {number}. {_short(str(said), 300)}{tool}")
+        lines.append(f"  {number}. {short(str(said), 300)}{tool}")
     return "\n".join(lines)
 
 
@@ -275,10 +271,10 @@ def run_review_memory(ctx: ToolContext, args: dict[str, Any]) -> str:
     entries = WorkingMemory(ctx.db, ctx.now).session(AGENT_SESSION)
     episodes = EpisodicMemory(ctx.db, ctx.now).recent(limit=REVIEW_EPISODES)
     lines = ["Working memory:"]
-    lines += [f"- [{e.content_type}] (p={e.priority:.1f}) {_short(e.content, 300)} (id {e.id})"
+    lines += [f"- [{e.content_type}] (p={e.priority:.1f}) {short(e.content, 300)} (id {e.id})"
               for e in entries] or ["- (empty)"]
     lines.append(f"Recent history (last {REVIEW_EPISODES}):")
-    lines += [f"- {ep.created_at} [{ep.event_type}] {_short(ep.summary, 300)} ({ep.outcome or 'neutral'}; id {ep.id})"
+    lines += [f"- {ep.created_at} [{ep.event_type}] {short(ep.summary, 300)} ({ep.outcome or 'neutral'}; id {ep.id})"
               for ep in episodes] or ["- (nothing yet)"]
     return "\n".join(lines)
 
