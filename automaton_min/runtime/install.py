@@ -1,8 +1,8 @@
 """Installing the agent as a systemd service: the unit, the system user, and the home moved into the state directory
 (README: The service).
 
-``plan_install`` checks everything and returns the steps; ``apply`` runs them. The unit is ``UNIT_TEMPLATE`` (the
-text of ``systemd/automaton-min.service``, kept equal by a test) with the binary in ``ExecStart=``. ``root`` prefixes
+``plan_install`` checks everything and returns the steps; ``apply`` runs them. The unit is
+``systemd/automaton-min.service`` (bundled beside this module) with the binary in ``ExecStart=``. ``root`` prefixes
 every system path (``/etc/passwd`` through ``useradd --prefix``), so tests install into a temporary directory.
 """
 
@@ -40,124 +40,12 @@ START_COMMANDS = f"systemctl daemon-reload && systemctl enable --now {SERVICE}"
 STOP_COMMANDS = f"systemctl stop {SERVICE} && systemctl daemon-reload"
 OWNER_COMMAND = f"sudo -u {USER} automaton-min --home {STATE_DIR}"
 
-UNIT_TEMPLATE = """\
-# automaton-min as a hardened system service. `automaton-min service install` writes this file to
-# /etc/systemd/system/ with the path of its own binary in ExecStart=. With systemd 252, `systemd-analyze verify`
-# passes on the unit install writes (verify needs ExecStart's binary to exist: this file, naming
-# /usr/local/bin/automaton-min, fails it until a binary is there; .ci/run verifies the unit the built one-file
-# binary installs, tests/test_service_install.py this one with an existing executable in ExecStart=), and
-# `systemd-analyze security --offline=true` rates it 1.6 OK (tests/test_service_install.py checks it).
-[Unit]
-Description=automaton-min, a self-funding AI agent
-Wants=network-online.target
-After=network-online.target
-# Restarted on failure at most 5 times in 10 minutes; then it stays failed until the owner looks.
-StartLimitIntervalSec=10min
-StartLimitBurst=5
-
-[Service]
-# READY=1, STATUS=, WATCHDOG=1 and STOPPING=1 come from the Python process, which in the one-file binary is a child
-# of the bootloader process that systemd started: hence NotifyAccess=all.
-Type=notify
-NotifyAccess=all
-ExecStart=/usr/local/bin/automaton-min --home /var/lib/automaton run
-User=automaton
-Group=automaton
-# The agent's home is the state directory /var/lib/automaton (also the user's home), owned by that user, 0700.
-StateDirectory=automaton
-StateDirectoryMode=0700
-WorkingDirectory=/var/lib/automaton
-# TMPDIR on tmpfs: the one-file binary unpacks itself there (not on the SD card), and the confined commands'
-# private temp dir lives there too. Removed, with anything left in it, whenever the service stops.
-RuntimeDirectory=automaton
-RuntimeDirectoryMode=0700
-Environment=TMPDIR=/run/automaton
-# initramfs-tools mounts /run noexec (Debian 12, Raspberry Pi OS): the one-file binary maps the libraries it
-# unpacked from here, so this one directory is executable.
-ExecPaths=/run/automaton
-# Start-up (database check, reconciling payments and the bootstrap top-up within 60 s) ends with READY=1.
-TimeoutStartSec=3min
-# runtime/sdnotify.py pings every half $WATCHDOG_USEC while the agent loop and the heartbeat have shown progress
-# within the whole interval. The loop shows it before each model call (up to 120 s) and each tool call, and one
-# command may run 600 s (exec's largest timeout) + 15 s: 15 minutes is the longest silence that is not a hang.
-WatchdogSec=15min
-# systemd puts the bootloader's pid in $WATCHDOG_PID, and sdnotify.py (like sd_watchdog_enabled) then ignores
-# $WATCHDOG_USEC in the Python child: unset, the watchdog works in both the one-file binary and a plain install.
-UnsetEnvironment=WATCHDOG_PID
-Restart=on-failure
-RestartSec=15s
-# Exit 2 is a configuration or usage error (a broken automaton.json, another run on this home): restarting will
-# not fix it.
-RestartPreventExitStatus=2
-# SIGTERM to the main process only: the bootloader forwards it to its Python child, which would otherwise get it
-# twice (a second SIGTERM means "exit now"). The turn under way gets shutdownGraceSeconds (default 30 s), then the
-# scheduler stops (10 s at most) and the WAL is checkpointed: 60 s before SIGKILL. Raise it with a larger grace.
-KillMode=mixed
-KillSignal=SIGTERM
-TimeoutStopSec=60s
-# Memory: the one-file extraction, about 33 MB on tmpfs, is charged to this unit, plus the daemon at its peak near
-# 70 MB (32 MB, and 37 MB more once the exact tokenizer is loaded) and the confined spawner's 17 MB: about 120 MB.
-# MemoryMax=320M includes the 33 MB extraction and leaves some 200 MB for the agent's commands and the page cache;
-# MemoryHigh= makes the kernel reclaim before that.
-MemoryHigh=256M
-MemoryMax=320M
-# A command that runs out of memory is killed, not the whole service; the daemon is the kernel's last choice:
-# every command starts at oom_score_adj 1000 (the spawner raises its own just around each fork, then goes back to
-# -500; commands cannot, /proc is read-only to them).
-OOMPolicy=continue
-OOMScoreAdjust=-500
-# The daemon needs a dozen tasks (threads are reused, none is started per call); a command that takes the rest
-# fails alone, and its processes end with its call.
-TasksMax=512
-UMask=0077
-
-# Hardening, as tight as the agent's needs allow: it runs shell commands in <home>/workspace and needs the network.
-NoNewPrivileges=yes
-CapabilityBoundingSet=
-AmbientCapabilities=
-ProtectSystem=strict
-ReadWritePaths=/var/lib/automaton
-# Landlock keeps commands from reading the wallet but does not govern chmod; on a read-only mount chmod fails too.
-ReadOnlyPaths=-/var/lib/automaton/wallet.json
-ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=yes
-PrivateMounts=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-ProtectProc=invisible
-# Without AF_NETLINK name resolution still works; `ip addr` in a command does not.
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
-# The network stays open but for link-local addresses: a cloud VM's metadata service (169.254.169.254) included.
-IPAddressDeny=169.254.0.0/16 fe80::/10
-# No namespaces: under this unit the agent's commands are confined by Landlock ("landlock (ABI n, ...)" in the
-# journal's start banner), without the user+mount namespace that also hides the home elsewhere (it needs @mount).
-RestrictNamespaces=yes
-LockPersonality=yes
-# CPython without a JIT never maps writable and executable memory; JIT runtimes in commands (node, java) cannot run.
-MemoryDenyWriteExecute=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-RemoveIPC=yes
-SystemCallArchitectures=native
-# systemd 252's @system-service lacks Landlock's three calls (they are only in @known): allowed explicitly. The
-# spawner's own seccomp filter is installed with prctl(PR_SET_SECCOMP), which @system-service allows.
-SystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self
-# A call outside the list fails with EPERM instead of killing the process.
-SystemCallErrorNumber=EPERM
-
-[Install]
-WantedBy=multi-user.target
-"""
+UNIT_FILE = Path(__file__).with_name("automaton-min.service")  # systemd/automaton-min.service, bundled
 
 
 def render_unit(binary: str) -> str:
     """The unit with ``binary`` in ``ExecStart=``."""
-    return UNIT_TEMPLATE.replace(f"ExecStart={DEFAULT_BINARY} ", f"ExecStart={binary} ", 1)
+    return UNIT_FILE.read_text().replace(f"ExecStart={DEFAULT_BINARY} ", f"ExecStart={binary} ", 1)
 
 
 def system_path(root: Path, path: str) -> Path:
