@@ -210,18 +210,12 @@ def test_a_missing_task_function_is_skipped_and_recorded_once(setup, clock, db):
     assert ("waker", "success") in names(later.run_due(db, clock()))
 
 
-def test_run_now_and_next_run_at_make_a_task_due(setup, clock, db):
+def test_next_run_at_makes_a_task_due(setup, clock, db):
     make, calls, _, _ = setup
     s = make()
     s.run_due(db, clock())
-    s.run_now("hourly")
-    assert names(s.run_due(db, clock())) == [("hourly", "success")]
     assert sched.request_run(db, "every15", clock())  # what `automaton-min heartbeat run` writes
     assert names(s.run_due(db, clock())) == [("every15", "success")]
-    sched.set_enabled(db, "waker", False, clock())
-    s.run_now("waker")  # disabled: the request is dropped, not kept for later
-    assert s.run_due(db, clock()) == []
-    sched.set_enabled(db, "waker", True, clock())
     assert s.run_due(db, clock()) == []
 
 
@@ -270,7 +264,8 @@ def test_the_thread_sleeps_until_poked_and_stops_promptly(setup, clock, home, db
     db.execute("UPDATE heartbeat_schedule SET next_run_at = ? WHERE task_name = 'every15'", (to_iso(clock()),))
     s.start()
     assert started.wait(10)
-    s.run_now("hourly")
+    assert sched.request_run(db, "hourly", clock())
+    s.poke()
     assert ran_hourly.wait(10)
     assert s.stop(10)
     assert s.alive_at() > 0

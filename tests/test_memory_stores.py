@@ -18,7 +18,7 @@ from automaton_min.memory.common import (MemoryStoreError, ProtectedMemoryError,
 from automaton_min.memory.stores import (STORES, EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
                                          SessionSummaries, WorkingMemory)
 from automaton_min.store.db import open_database
-from automaton_min.store.schema_memory import FTS_COLUMNS, check_memory_fts, rebuild_memory_fts
+from automaton_min.store.schema_memory import FTS_COLUMNS, fts_name, rebuild_memory_fts
 from tests.fixtures.reference_v11 import build_reference_v11
 
 DAY = 86_400_000
@@ -43,6 +43,13 @@ def stores(db, clock):
         "procedural": ProceduralMemory(db, clock),
         "relationships": RelationshipMemory(db, clock),
     }
+
+
+def check_memory_fts(db: "Database") -> None:
+    """Raise ``apsw.CorruptError`` when an index disagrees with its base table."""
+    for table in FTS_COLUMNS:
+        fts = fts_name(table)
+        db.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
 
 
 def test_every_memory_table_has_one_store() -> None:

@@ -96,7 +96,6 @@ class Scheduler:
         self._task_signal = threading.Event()  # a run ended, or the scheduler is stopping
         self._stopping = threading.Event()
         self._running: dict[str, _Run] = {}  # runs whose thread has not ended (overran their timeout)
-        self._requested: set[str] = set()
         self._lock = threading.Lock()
         self._missing_reported: set[str] = set()
         self._bad_cron_reported: set[str] = set()
@@ -129,12 +128,6 @@ class Scheduler:
 
     def poke(self) -> None:
         """Re-read the schedule now (it changed, or SIGUSR1 came)."""
-        self._signal.set()
-
-    def run_now(self, name: str) -> None:
-        """Run ``name`` at the next pass (still only when enabled and the tier allows), and wake the thread."""
-        with self._lock:
-            self._requested.add(name)
         self._signal.set()
 
     def alive_at(self) -> float:
@@ -202,8 +195,6 @@ class Scheduler:
 
     def _due_at(self, row: sched.ScheduleRow, now_ms: int) -> int | None:
         """When ``row`` is next due (epoch ms; may be in the past), ignoring tier and lease; None: never."""
-        if row.task_name in self._requested:
-            return now_ms
         if row.next_run_at is not None:
             return row.next_run_at
         if row.last_run_at is None:
@@ -252,7 +243,6 @@ class Scheduler:
         tier = self.tier_of(db)
         with self._lock:
             self._reap()
-            requested = set(self._requested)
             for run in self._running.values():
                 sched.renew_lease(db, run.name, self.owner, now_ms)
         ran: list[Ran] = []
@@ -270,11 +260,7 @@ class Scheduler:
                 continue
             if not sched.acquire_lease(db, row.task_name, self.owner, now_ms):
                 continue
-            with self._lock:
-                self._requested.discard(row.task_name)
             ran.append(self._execute(db, row, function))
-        with self._lock:
-            self._requested -= requested  # asked for but not runnable now (disabled, tier): the request is spent
         return ran
 
     def _report_missing(self, db: "Database", name: str, now_ms: int, ran: list[Ran]) -> None:

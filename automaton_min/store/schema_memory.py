@@ -200,13 +200,6 @@ def rebuild_memory_fts(db: "Database") -> None:
             db.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
 
 
-def check_memory_fts(db: "Database") -> None:
-    """Raise ``apsw.CorruptError`` when an index disagrees with its base table."""
-    for table in FTS_COLUMNS:
-        fts = fts_name(table)
-        db.execute(f"INSERT INTO {fts}({fts}, rank) VALUES ('integrity-check', 1)")
-
-
 def create_memory_tables(db: "Database") -> None:
     db.execute(MEMORY_TABLES)
     for table, columns in MEMORY_TIMESTAMPS.items():  # rows a reference runtime left
