@@ -274,6 +274,21 @@ def test_messages_claimed_for_a_turn_a_budget_refused_go_back_unread(agent_for, 
     assert agent.db.query("SELECT input, input_source FROM turns WHERE thinking LIKE '[no inference%'") == [(None, None)]
 
 
+def test_the_daemons_own_conway_sandbox_runs_its_commands_confined_here(agent_for, model, monkeypatch) -> None:
+    """A sandboxId naming the sandbox this daemon runs in is this machine: its commands go through the local
+    confinement (no Conway call), so a command cannot read the wallet beside the workspace."""
+    monkeypatch.setenv("CONWAY_SANDBOX_ID", "sbx-own")
+    agent = agent_for(sandboxId="sbx-own")  # no Conway key needed: no Conway call is made
+    assert agent.sandbox.is_local and agent.hooks.policy.env.commands_confined is agent.sandbox.confined
+    model.script(openai_answer(None, [call("exec", command="cat ../wallet.json")]),
+                 openai_answer("Done.", [call("sleep", duration_seconds=600, reason="done")]))
+    agent.loop.run_cycle("test")
+    (result, error), = agent.db.query("SELECT result, error FROM tool_calls WHERE name = 'exec'")
+    assert "privateKey" not in (result or "") + (error or "")
+    assert agent.sandbox.confined, "this machine has Landlock or namespaces: the command ran confined"
+    assert "exit code 0" not in (result or "")
+
+
 def test_the_policy_engine_refuses_through_the_real_agent_and_records_why(agent_for, model, home) -> None:
     """A refused call never runs: the model reads the refusal, and policy_decisions holds it with the turn."""
     agent = agent_for()

@@ -218,6 +218,9 @@ def test_without_any_confinement_local_commands_are_refused(agent_home: Path, mo
         refused.exec("echo hi")
     allowed = local_sandbox(agent_home, agent_home / "workspace", {"unconfinedExec": True})
     assert isinstance(allowed, UnconfinedSandbox) and allowed.exec("echo hi").stdout == "hi\n"
+    in_conway = local_sandbox(agent_home, agent_home / "workspace", {}, disposable=True)  # never refuse them all there
+    assert isinstance(in_conway, UnconfinedSandbox) and in_conway.exec("echo hi").stdout == "hi\n"
+    assert "Conway sandbox" in in_conway.describe()
 
 
 def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, monkeypatch) -> None:

@@ -299,16 +299,23 @@ class RefusingSandbox(LocalSandbox):
 
 
 class UnconfinedSandbox(LocalSandbox):
-    """``"unconfinedExec": true`` on a machine with no working confinement: the user chose this."""
+    """No working confinement, and commands still run: the user chose it (``unconfinedExec``), or the machine is a
+    Conway sandbox. The policy's short list of forbidden commands guards them."""
+
+    def __init__(self, workspace: Path, why: str = "unconfinedExec is set") -> None:
+        super().__init__(workspace)
+        self.why = why
 
     def describe(self) -> str:
-        return "none (unconfinedExec is set)"
+        return f"none ({self.why})"
 
 
-def local_sandbox(home: Path, workspace: Path, config: Any, *,
-                  own_cgroup: bool = False) -> ConfinedSandbox | LocalSandbox:
-    """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed) bare.
-    ``own_cgroup``: put the spawner and its commands in a cgroup of their own where one can be had."""
+def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False,
+                  disposable: bool = False) -> ConfinedSandbox | LocalSandbox:
+    """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed, or
+    ``disposable``: this machine is a Conway sandbox, whose commands are the agent's only way to work) bare, where
+    the policy's short list of forbidden commands applies. ``own_cgroup``: put the spawner and its commands in a
+    cgroup of their own where one can be had."""
     protect_daemon()  # before any command exists: no core files, and /proc/<pid> needs a capability commands lack
     failures = []
     for method in METHODS[config.get("execConfinement") or "auto"]:
@@ -320,8 +327,9 @@ def local_sandbox(home: Path, workspace: Path, config: Any, *,
         log.debug("local commands are confined", extra={"confinement": sandbox.describe()})
         return sandbox
     why = "; ".join(failures) or "no confinement method"
-    if config.get("unconfinedExec"):
-        log.warning("local commands run UNCONFINED (unconfinedExec is set)", extra={"why": why})
-        return UnconfinedSandbox(workspace)
+    if config.get("unconfinedExec") or disposable:
+        because = "unconfinedExec is set" if config.get("unconfinedExec") else "a Conway sandbox with no confinement"
+        log.warning(f"local commands run UNCONFINED ({because})", extra={"why": why})
+        return UnconfinedSandbox(workspace, because)
     log.error("local commands are refused: no confinement works here", extra={"why": why})
     return RefusingSandbox(workspace, why)

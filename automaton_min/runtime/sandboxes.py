@@ -63,18 +63,19 @@ def sandbox_for(
 ) -> Sandbox:
     """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
 
-    Local mode runs in ``workspace`` (default: the user's home directory, as in the reference); given the agent's
+    A ``sandboxId`` naming the Conway sandbox this daemon runs in is local mode. Local mode runs in ``workspace`` (default: the user's home directory, as in the reference); given the agent's
     ``home`` (the running agent always passes it), local commands are confined so they cannot reach it. Remote mode uses
     ``client``, or builds one from ``conwayApiUrl``/``conwayApiKey`` and ``send``. ``own_cgroup``: give local commands
     a cgroup of their own where one can be had.
     """
     sandbox_id = config.get("sandboxId")
-    if is_local_sandbox_id(sandbox_id):
+    own = _own_sandbox_id() if home is not None and not is_local_sandbox_id(sandbox_id) else ""
+    if is_local_sandbox_id(sandbox_id) or (own and str(sandbox_id).strip() == own):
         local_root = Path(workspace) if workspace is not None else Path.home()
-        if home is not None:
+        if home is not None:  # the daemon's own Conway sandbox is this machine: its commands are confined here too
             from automaton_min.confine.client import local_sandbox
 
-            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup)
+            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup, disposable=bool(own))
         from automaton_min.conway.local import LocalSandbox
 
         return LocalSandbox(local_root)
@@ -90,3 +91,9 @@ def sandbox_for(
         kwargs = {"send": send} if send is not None else {}
         client = ConwayClient(config.get("conwayApiUrl") or DEFAULT_API_URL, api_key, **kwargs)
     return RemoteSandbox(client, str(sandbox_id).strip())
+
+
+def _own_sandbox_id() -> str:
+    from automaton_min.runtime.genesis import detect_sandbox_id
+
+    return detect_sandbox_id()
