@@ -20,6 +20,7 @@ from automaton_min.confine.landlock import abi_version
 from automaton_min.confine.plan import make_plan
 from automaton_min.confine.protected import HOME_PROTECTED
 from automaton_min.errors import RuntimeFailure
+from attacks.theft_corpus import ATTACKS, DAEMON
 
 needs_landlock = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock (needs Linux >= 5.13 with landlock enabled)")
 
@@ -84,14 +85,14 @@ def test_commands_work_in_the_workspace_and_the_private_temp_dir(confined: Confi
     assert confined.read_file("sub/plan.md") == "1. earn\n"
 
 
-@pytest.mark.parametrize("command", [
-    "cat ../wallet.json", "cat {home}/automaton.json", "cd .. && cat wallet.json", "ln -s ../wallet.json w && cat w",
-    "python3 -c \"print(open('../wal'+'let.json').read())\"", "cp ../wallet.json x && cat x", "grep -r sk- {home}",
-])
+@pytest.mark.parametrize("command", [a for a in ATTACKS if not a.startswith(DAEMON)])  # those need the real daemon
 def test_the_home_is_out_of_reach(confined: ConfinedSandbox, agent_home: Path, command: str) -> None:
+    before = {p: p.read_bytes() for p in agent_home.iterdir() if p.is_file()}
     result = confined.exec(command.replace("{home}", str(agent_home)), 20)
-    assert result.exit_code != 0
-    assert "ab" * 16 not in result.stdout + result.stderr and "sk-secret-canary" not in result.stdout + result.stderr
+    seen = result.stdout + result.stderr
+    wallet = before[agent_home / "wallet.json"]
+    assert "ab" * 16 not in seen and "sk-secret-canary" not in seen and base64.b64encode(wallet).decode()[:24] not in seen
+    assert {p: p.read_bytes() for p in agent_home.iterdir() if p.is_file()} == before
 
 
 def test_no_entry_of_the_one_list_is_reachable(confined: ConfinedSandbox, agent_home: Path) -> None:
