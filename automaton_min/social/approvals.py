@@ -1,13 +1,11 @@
-"""Creator approvals: a transfer the policy quarantines (an unknown payee, or above
-``requireConfirmationAboveCents``) waits for the creator's signed ``approve <id>`` (README: Creator approvals).
+"""Creator approvals (README: Creator approvals): a transfer the policy quarantines waits for ``approve <id>``.
 
     pending --approve (verified, before expires_at)--> approved --claimed once--> releasing --> released | failed
         +--reject--> rejected            +--expires_at passes--> expired
 
-``decide`` runs inside intake's transaction, for a message verified as the creator's; one guarded UPDATE moves
-``pending`` to ``approved``, so a replay releases nothing. ``release_approved`` claims each approved row in its own
-UPDATE, then sends through ``money_out.transfer_credits`` (the approval stands in for a known payee) at most once:
-a crash during the call leaves the row ``releasing``, never retried.
+``decide`` runs inside intake's transaction. ``release_approved`` claims each approved row in its own UPDATE, then
+sends through ``money_out.transfer_credits`` (the approval stands in for a known payee): a crash during the call
+leaves the row ``releasing``, never retried.
 """
 
 from __future__ import annotations

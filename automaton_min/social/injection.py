@@ -1,22 +1,8 @@
-"""Injection defence: text from outside the agent is sanitized here, once, where it enters.
+"""Injection defence: text from outside the agent is sanitized here, once, where it enters (README: Injection defence).
 
-``sanitize(raw, source, mode, now_ms=...)`` returns ``Sanitized(content, blocked, threat, findings, wrapper)``.
-
-``message`` (inbox text): more than 50 KiB of UTF-8 is blocked (``critical``); more than 10 admitted messages per
-source in a sliding minute are blocked (``high``). Then the findings choose how the model sees the text:
-``critical`` (model control tokens, a demand for the agent's money or keys, an order to destroy itself, or a
-forged prompt boundary together with an instruction override) is replaced by a one-line notice; ``high`` (a forged
-boundary) gets an UNTRUSTED DATA wrapper and the body with boundaries escaped and control tokens removed;
-``medium`` (an instruction override or an authority claim) an "external, unverified" wrapper; ``low`` a wrapper
-with the source only. Low and medium bodies are the raw text, byte for byte. Who may order what is the policy's
-authority rule: the findings only label the text.
-
-``tool_result``: boundaries escaped, control tokens removed, cut to ``max_length`` characters with a marker; never
-blocked or rate-limited. ``instruction`` (genesis prompt, SOUL.md, skills): tool-call JSON and references
-neutralized too; never blocked.
-
-Phrases are matched on a normalized view (NFKC, invisible characters removed, lowercased); every pattern is
-compiled on first use, not at import.
+``message``: the findings choose the wrapper (``threat_level``); low and medium bodies are the raw text, byte for
+byte. ``tool_result``: escaped and cut to ``max_length``, never blocked or rate-limited. ``instruction`` (genesis
+prompt, SOUL.md, skills): tool-call JSON and references neutralized too; never blocked.
 """
 
 from __future__ import annotations

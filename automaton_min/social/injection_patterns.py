@@ -1,10 +1,9 @@
 """The phrases the injection defence looks for, one tuple per finding.
 
-Each entry is a lowercase regular expression matched against the message's normalized view (NFKC, invisible
-characters removed, lowercased). A literal space means "one or more characters that are not letters or digits",
-so ``ignore all previous`` also matches ``ignore_all-previous``; write ``\\s`` where a real space is meant.
-In ``NEGATABLE`` families a directly preceding negation or the sender's own plan ("don't", "never", "I'll")
-makes a match harmless.
+Each entry is a lowercase regular expression over the normalized view (NFKC, invisible characters removed). A
+literal space means one or more characters that are not letters or digits (``ignore all previous`` also matches
+``ignore_all-previous``); write ``\\s`` where a real space is meant. In ``NEGATABLE`` families a directly preceding
+negation or the sender's own plan ("don't", "never", "I'll") makes a match harmless.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The policy engine: rules that every tool call passes before it runs, and the record of every decision.
-
-``PolicyEngine(default_rules(), db=..., config=..., home=..., workspace=..., now=...)``; ``engine.evaluate``
-gives a ``PolicyDecision``; ``engine.authorize`` is the agent loop's hook (``None`` = run it, else the refusal).
-Rule families, in the order they run: validation (100), path protection (200), commands where the kernel does not
-confine them (300), authority (400), financial (500), rate limits (600). The shared types are in ``types.py``.
-"""
+"""The policy engine (README: The agent, Policy): ``PolicyEngine``, ``default_rules`` and the types the rules share."""
 
 from __future__ import annotations
 

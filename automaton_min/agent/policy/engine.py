@@ -1,13 +1,9 @@
-"""The policy engine: every tool call is checked by rules before it runs, and every decision is kept.
+"""The policy engine: rules in ascending priority (ties keep their order), each answering ``None`` or a ``Verdict``.
 
-Rules run in ascending priority (ties keep their given order); each looks only at the tools it applies to and
-answers ``None`` or a ``Verdict``. The first deny wins; a quarantine ("not now": the call does not run, and a
-transfer held for ``UNKNOWN_PAYEE`` or ``CONFIRMATION_REQUIRED`` becomes a pending approval the creator can
-release, ``social.approvals``) stands unless a later rule denies; no verdict allows the call.
-
-Every evaluation writes one ``policy_decisions`` row (the real turn id, the SHA-256 of the arguments' canonical
-JSON, the rules evaluated and triggered, ``"CODE: message"``, the latency). A decision that cannot be recorded is
-a deny (``DB_UNAVAILABLE``), and so is a rule that fails on arguments it did not expect (``RULE_ERROR``).
+The first deny wins; a quarantine (the call does not run; a transfer held for ``UNKNOWN_PAYEE`` or
+``CONFIRMATION_REQUIRED`` becomes a pending approval, ``social.approvals``) stands unless a later rule denies.
+Every evaluation writes one ``policy_decisions`` row; a decision that cannot be recorded is a deny
+(``DB_UNAVAILABLE``), and so is a rule that fails on arguments it did not expect (``RULE_ERROR``).
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Canonical paths, and what the path rules protect among them.
+"""Canonical paths, and what the path rules protect among them (``Protection.tags``).
 
-A path is judged by where it really leads: ``~`` expanded (the commands' HOME, which is the workspace in local
-mode, and this process's home), relative paths joined to the workspace, symlinks followed before ``..`` is
-collapsed (``os.path.realpath``, also through links that lead nowhere yet), and a hard link to an existing
-protected file recognised by its inode. Tags:
-
-- ``SECRET``: holds a key: the home's secrets and, anywhere, the names ``confine.protected.is_secret_name`` knows.
-- ``KEY``: a private key or certificate, by its name.
-- ``STATE``: the home's protected entries (``confine/protected.py``, the list the kernel plan uses too) and the
-  configured ``dbPath`` (with its WAL and SHM), heartbeat file and skills directory, wherever they are.
-- ``BLOCKED``: credential and system directories; ``BLOCKED_READ``: the parts of them that hold secrets.
-- ``CODE``: the policy engine's own source and the injection defence.
-
-"The home" is the configured home and any directory named ``.automaton`` (a Conway sandbox keeps one at
-``/root/.automaton``).
+A path is judged by where it really leads: ``~`` means both the commands' HOME (the workspace in local mode) and
+this process's home; symlinks are followed before ``..`` collapses, even links that lead nowhere yet; a hard link
+to a protected file is known by its inode. Any directory named ``.automaton`` counts as a home (a Conway sandbox
+keeps one at ``/root/.automaton``).
 """
 
 from __future__ import annotations

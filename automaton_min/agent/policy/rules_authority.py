@@ -1,23 +1,9 @@
-"""Authority rules (priority 400): who may ask for what.
+"""Authority rule (priority 400): an external turn may not use a dangerous tool, nor one in ``EXTERNAL_DENIED_TOOLS``.
 
-Authority comes from where the turn's input came from (``tools.base.Authority``),
-and this fixes the reference runtime, which had it backwards (it trusted messages
-from any other agent and distrusted the agent's own continuation turns):
-
-- ``creator``: a message signed by the creator's address. It may do what the
-  agent may do - no more: the creator's wishes do not lift the money limits or
-  the file protections.
-- ``agent``: the agent's own turns (wake-up, continuation, its own notices). It
-  may use every tool, within the other rules.
-- ``external``: anything from other agents or the outside world, and any
-  authority this engine does not know. Untrusted.
-
-``authority.external_tool_restriction`` (``EXTERNAL_DANGEROUS_TOOL``): an external turn may not use a tool of
-risk ``dangerous`` or ``forbidden``, nor any tool that moves money, creates machines or children, or changes who
-the agent is (``EXTERNAL_DENIED_TOOLS``), whatever risk the tool declares. ``distress_signal`` is included: a
-stranger must not be able to make the agent broadcast for help. ``exec``, ``write_file`` and ``send_message`` stay
-usable (an agent must be able to work for and answer others), within the command and path rules; the agent's own
-files are out of every tool's reach (``confine/protected.py``), whoever asks.
+The reference had authority backwards (it trusted other agents' messages and distrusted the agent's own
+continuation turns). The creator may do what the agent may, no more: no limit or file protection is lifted.
+``exec``, ``write_file`` and ``send_message`` stay open to external turns (an agent must be able to work for and
+answer others), within the command and path rules.
 """
 
 from __future__ import annotations
@@ -32,7 +18,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "transfer_credits", "x402_fetch", "topup_credits",  # money
     "create_sandbox",  # machines
     "update_genesis_prompt", "update_soul", "modify_heartbeat", "switch_model",  # who the agent is and what it runs
-    "distress_signal",  # calls for help
+    "distress_signal",  # a stranger must not make the agent broadcast for help
     "spawn_child", "fund_child",  # for the children issue, which adds these tools
 })
 

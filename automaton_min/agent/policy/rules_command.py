@@ -1,12 +1,7 @@
-"""Command rule (priority 300): a short list of commands refused where the kernel does not confine ``exec``.
+"""Command rule (priority 300): the short list of commands refused where the kernel does not confine ``exec``.
 
-Where commands run confined (Landlock or the namespace fallback, ``confine/``), or in a Conway sandbox that is not
-the daemon's own machine, the kernel is the guard and this rule refuses nothing: ``tests/e2e/test_theft_corpus.py``
-shows the kernel holds alone. Where they run unconfined (``unconfinedExec``; the daemon's own Conway sandbox),
-``FORBIDDEN`` refuses what would plainly harm the agent: deleting or changing its home, reading its keys,
-stopping it or its machine, wrecking its database, a fork bomb, running decoded data (``FORBIDDEN_COMMAND``).
-It is a speed bump, read on the command's text with quotes and backslashes taken out: a program the agent writes
-and then runs can still do anything the agent's user may. It never refuses ordinary work.
+README (Security, Where the kernel does not confine) says where that is; elsewhere this rule refuses nothing. It is a
+speed bump on the command's text: a program the agent writes and then runs can still do anything its user may.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Financial rules (priority 500): the treasury rules, asked before a tool that moves money runs.
+"""Financial rules (priority 500): ``treasury/money_out.py``'s checks, asked before a tool that moves money runs.
 
-The rules are ``treasury/money_out.py``'s; these map its refusals to reason codes, so a refusal is in
-``policy_decisions`` before the call, and the tools check again where the money moves.
-
-- ``financial.transfer_limits`` (``transfer_credits``, ``fund_child``): ``SPEND_LIMIT_EXCEEDED`` (single, hourly,
-  daily caps), ``TURN_TRANSFER_LIMIT``, ``TRANSFER_COOLDOWN``, ``RESERVE_LIMIT`` (the reserve, an unknown balance,
-  more than half the balance). The balance is the one the runtime supplies, else the last known one in KV.
-- ``financial.known_payee``: an unknown payee is quarantined (``UNKNOWN_PAYEE``) whatever the amount, the turn or
-  its authority; the call becomes a pending approval request (``social.approvals``).
-- ``financial.require_confirmation``: above ``requireConfirmationAboveCents``, quarantined
-  (``CONFIRMATION_REQUIRED``) until the creator's signed relay message releases it.
-- ``financial.x402_domain_allowlist``: the URL's host is an allowed domain or below one (``DOMAIN_NOT_ALLOWED``).
-- ``financial.x402_limits``: ``max_payment_cents`` within ``maxX402PaymentCents``, and the hourly and daily x402
-  windows not used up (``SPEND_LIMIT_EXCEEDED``).
-- ``financial.inference_daily_cap`` (category ``inference``): ``INFERENCE_BUDGET_EXCEEDED``.
+Its refusals become reason codes (``TRANSFER_CODES``), so a refusal is in ``policy_decisions`` before the call;
+the tools check again where the money moves. An unknown payee, or an amount above
+``requireConfirmationAboveCents``, is quarantined: the call becomes a pending approval (``social.approvals``).
 """
 
 from __future__ import annotations

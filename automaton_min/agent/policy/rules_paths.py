@@ -1,14 +1,7 @@
-"""Path protection rules (priority 200): the file tools never touch the runtime's files or anyone's keys.
+"""Path rules (priority 200): ``write_file`` never writes a protected path, ``read_file`` never reads a secret.
 
-Paths are judged canonically (``paths.Protection``), in every reading: as given, ``$HOME``-expanded and
-URL-decoded.
-
-- ``path.protected_files`` (``write_file``): no writing the home's protected entries (``confine/protected.py``:
-  wallet, configuration, API key, database, constitution, ``SOUL.md``, heartbeat, skills; ``update_soul`` and
-  ``modify_heartbeat`` change the two that change), the configured database, heartbeat and skills paths, a file
-  holding a key, the policy's code, or credential and system directories (``PROTECTED_FILE``).
-- ``path.read_sensitive`` (``read_file``): no reading a file that holds a key, a private key or certificate, a
-  credential directory, ``/etc/shadow`` or a process's environment (``SENSITIVE_FILE_READ``).
+A path is checked in every reading (as given, ``$HOME``-expanded, URL-decoded) and every canonical meaning
+(``paths.Protection``).
 """
 
 from __future__ import annotations

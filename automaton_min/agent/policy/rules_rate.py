@@ -1,21 +1,7 @@
-"""Rate-limit rules (priority 600): how often a tool may be allowed, counted in ``policy_decisions``.
+"""Rate-limit rules (priority 600): a tool's ``allow`` decisions in ``policy_decisions`` over a rolling window.
 
-A window counts the ``allow`` decisions recorded for the tool (rolling: the last
-hour or the last 24 hours, never calendar buckets). An allowed call counts even
-if the tool then failed or another check inside the tool refused it: the policy
-cannot see outcomes, and counting attempts errs on the side of fewer calls.
-Without a readable database the call is refused (``DB_UNAVAILABLE``): a limit
-that cannot be counted is not a limit.
-
-- ``rate.genesis_prompt_daily``: ``update_genesis_prompt`` at most once in 24 h
-  (``RATE_LIMIT_GENESIS``).
-- ``rate.spawn_daily``: ``spawn_child`` at most 3 times in 24 h (``RATE_LIMIT_SPAWN``); for the children issue,
-  which adds the tool.
-- ``rate.dangerous_hourly``: any tool of risk ``dangerous`` at most 60 times an
-  hour (``RATE_LIMIT_TOOL``): a runaway loop stops before it does much.
-
-Transfers per turn (``maxTransfersPerTurn``) are counted from the turn's earlier
-calls by ``financial.transfer_limits`` (the limit is ``treasury/money_out.py``'s).
+An allowed call counts even if the tool then failed: the policy cannot see outcomes, and counting attempts errs
+toward fewer calls. A window that cannot be counted refuses the call (``DB_UNAVAILABLE``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Validation rules (priority 100): arguments that cannot be right are refused before anything else looks at them.
+"""Validation rules (priority 100): arguments that cannot be right are refused (``VALIDATION_FAILED``) first.
 
-Reason code ``VALIDATION_FAILED``. The tool schemas already check types; these
-rules hold even when a tool's schema is looser, or the engine is called directly.
+They hold where a tool's schema is looser, or when the engine is called directly.
 """
 
 from __future__ import annotations
