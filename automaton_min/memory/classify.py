@@ -1,18 +1,8 @@
-"""Turn classification: the memory document's six classes, over this project's tool names.
+"""Turn classification: the reference's ``classifyTurn`` over this project's tool names; the first match wins.
 
-First match wins (the reference's ``classifyTurn``, with two changes noted):
-
-1. tool calls, all failed: ``error`` (the reference: any failed; a turn that also did something is classed by
-   what it did, its episode's outcome ``partial``);
-2. no tool calls, and the text says error, failed, exception, blocked or denied: ``error``;
-3. a strategic tool (self-modification, major money decisions): ``strategic``;
-4. a communication tool: ``communication``; 5. a productive tool: ``productive``;
-6. a maintenance tool: ``maintenance``;
-7. no tool calls, answering an inbox message: ``communication`` (the reference called a short answer idle and
-   so forgot what it was told);
-8. no tool calls and no input: ``idle``; anything else: ``maintenance``.
-
-Strategic, productive, communication and error turns are significant: they become episodic entries.
+Two changes: only a turn whose calls all failed is ``error`` (one that also did something is classed by what it
+did, its episode's outcome ``partial``); a text-only answer to an inbox message is ``communication`` (the reference
+called a short answer idle and so forgot what it was told).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""What the memory stores share: errors, value checks, the FTS5 query words and ranked search.
+"""What the memory stores share: errors, value checks, the FTS5 query words and ranked search (README: Memory).
 
-A match scores ``relevance * (0.5 + 0.3 * quality + 0.2 * recency)``: relevance is bm25 over the best candidate's
-(a row that does not match is never returned), quality the store's own 0..1 measure, recency halves every
-half-life. Ties keep bm25 order. README "Memory" says which words a query keeps.
+A match scores ``combine(relevance, quality, recency)``: relevance is bm25 over the best candidate's (a row that
+does not match is never returned); ties keep bm25 order.
 """
 
 from __future__ import annotations
@@ -148,11 +147,10 @@ def _document_counts(db: "Database", table: str, terms: set[str], rows: int) -> 
 
 def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]:
     """Leave out words found in more than 5% of a table of 2,000 rows or more (they cost the most to rank and
-    tell the least), unless only such words are left; then the two rarest stay. Of the rest, the rarest are kept
-    (at most ``MAX_RANKED_TERMS``) while the rows they match add up to at most ``MAX_POSTINGS``, so a search costs
-    about the same in a table of a thousand rows or of a million (bm25 is computed for every matching row).
+    tell the least), unless only such words are left: then the two rarest stay. Of the rest, the rarest are kept
+    within ``MAX_RANKED_TERMS`` and ``MAX_POSTINGS`` (bm25 is computed for every matching row).
 
-    Needs apsw's FTS5 tokenizer access (apsw 3.47 or newer) to look words up as the index stores them (stemmed);
+    Needs apsw's FTS5 tokenizer access (apsw 3.47 or newer) to look words up stemmed, as the index stores them;
     without it the words are returned as they are.
     """
     tokenizer_of = getattr(db.connection, "fts5_tokenizer", None)
@@ -220,7 +218,7 @@ def ranked_search(
     params: Sequence[Any] = (),
     pool: int | None = None,
 ) -> list[Ranked[T]]:
-    """Rank ``table``'s rows matching ``query`` (free text) by the formula in this module's docstring.
+    """Rank ``table``'s rows matching ``query`` (free text) by ``combine``.
 
     ``select`` lists the base table's columns (aliased ``t``); ``where`` adds conditions on ``t``.
     """

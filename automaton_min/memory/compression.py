@@ -1,16 +1,7 @@
-"""Compression: compact references for turns and events, and folding old turns into the session summary.
+"""Compression (README: Memory): compact references for turns and events, and folding old turns into the summary.
 
-A compact reference is one line in the seed's format,
-``id=<id> | type=<type> | createdAt=<time> | goal=<goal or -> | task=<task or -> | content=<first 96 characters>...``,
-with the tokens of what it stands for and of itself. The context manager shows turns that no longer fit whole
-this way, and recent wake events always.
-
-Folding (``HistoryFolder.fold``) replaces the oldest turns of the context by the agent session's summary
-(``session_summaries``, session ``agent``) and moves the fold marker (KV ``context_folded_through``: the last
-folded turn's timestamp and id) past them, in one transaction. The summary comes from a ``Summarizer`` (a model
-call through the router, task type ``summarization``) or, when there is none or it fails, from the previous
-summary and the folded turns' compact references, with no model call (the emergency path). Turns stay in
-``turns``; only the context stops showing them.
+The summary and the fold marker move in one transaction; the turns stay in ``turns``, only the context stops
+showing them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Ingestion after every committed turn: classify it, keep significant turns as episodes, count message senders
-in relationship memory, clear expired working memory.
-
-An episode holds what was said (the input, cut) and what was done (each tool with ok or FAILED and a short
-result), so a fact told in a message is found again by ``EpisodicMemory.search``. A store's refusal
-(``MemoryStoreError``) is logged and skipped here, step by step: ingestion never fails a turn.
+"""Ingestion after every committed turn (README: Memory): classify it, keep significant turns as episodes, count
+message senders in relationship memory, clear expired working memory. A store's refusal skips only its own step.
 """
 
 from __future__ import annotations

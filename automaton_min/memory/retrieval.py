@@ -1,19 +1,7 @@
-"""Retrieval: the memories that belong in this turn's context, each type within its own token budget.
+"""Retrieval (README: Memory, Retrieval): the memories for this turn's context, each type within its token budget.
 
-What each type offers, best first:
-- working: the agent session's live entries other than goals (goals are always shown, by the context manager),
-  highest priority first;
-- episodic: episodes and session summaries that match the query (FTS5 rank with importance and recency),
-  leaving out episodes of the turns the context already shows whole; with no query, the most recent ones;
-- semantic: facts that match the query; with no query, the agent's facts about itself;
-- procedural: procedures that match the query and do not mostly fail;
-- relationship: entries that match the query, then the most trusted (trust 0.3 or more).
-
-Items are taken in that order while they fit their type's budget; an item too large for what is left is passed
-over for smaller ones after it. Budgets are the reference's (``MemoryBudget``), scaled down together when the
-context has less room than their total; what a type leaves unused then goes to items other types passed over
-(the reference let it go to waste). Lines are shorter (down to 120 characters) when the room is small. The query
-is the pending input, else the last thing the agent said.
+Items are taken best first while they fit their type's budget; one too large for what is left is passed over for
+smaller ones after it. Lines are shorter (down to ``MIN_LINE_CHARS``) when the room is small.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One memory store class, driven by a table description: read, write with value checks, delete, search, prune.
-
-A ``Table`` says what differs between the stores: the table, the row type (its fields are the columns, in order),
-the column an entry is looked up by, the value checks, the SQL that marks rows nobody but the creator may remove,
-the search weights and quality, and the retention order. The stores in ``stores.py`` add their few own methods.
+"""One memory store class over a table description (``Table``): read, write with value checks, delete, search,
+prune. The stores in ``stores.py`` add their few own methods.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The memory stores: working notes, episodes, session summaries, facts, procedures and relationships.
+"""The six memory stores (README: Memory), each a ``Table`` over ``MemoryStore`` plus the few methods only it has.
 
-Each is a ``Table`` over ``MemoryStore`` (store.py) plus the few methods only it has. Facts from or about the
-creator (source or category ``creator``) and the creator's relationship entry cannot be deleted, pruned, or (facts)
-changed by another source. 0x addresses are stored lowercase and matched without regard to case (a reference row
-keeps its spelling).
+0x addresses are stored lowercase and matched without regard to case (a reference row keeps its spelling).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Memory tools: remember_fact, recall_facts, set_goal, complete_goal, save_procedure, recall_procedure,
-note_about_agent, review_memory, forget.
+"""Memory tools: each call builds the store it needs over ``ctx.db`` and ``ctx.now`` (a store holds no state).
 
-Each call builds the store it needs over ``ctx.db`` and ``ctx.now`` (cheap: a store holds no state of its own).
-Goals and other working-memory entries the agent writes live in one stable session, ``AGENT_SESSION``, so they
-outlast a restart; a completed goal becomes an episode of that session and leaves working memory.
-
-Creator protection is the stores': a fact from or about the creator, and the creator's relationship entry, cannot
-be forgotten or changed here (the store's refusal is the error the model reads). On top of that, a turn started
-from outside (``authority == "external"``) may not write facts in the ``creator`` category, since such a fact
-could never be changed again, and the configured creator's address is always recorded as the creator.
+Creator protection is the stores' (their refusal is the error the model reads). On top of it an external turn may
+not write ``creator`` facts (such a fact could never be changed again), and the configured creator's address is
+always recorded as the creator.
 """
 
 from __future__ import annotations
