@@ -1,10 +1,4 @@
-"""The configuration in ``automaton.json``: defaults, loading, validation, saving, redaction.
-
-Keys and defaults are the reference runtime's, so an existing ``automaton.json``
-loads unchanged; ``openaiBaseUrl`` is added for any OpenAI-compatible server.
-Defaults are deep-merged under the file, and keys this project does not know
-survive a load/save round trip.
-"""
+"""The configuration in ``automaton.json`` (README: Configuration): defaults, loading, validation, saving, redaction."""
 
 from __future__ import annotations
 

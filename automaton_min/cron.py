@@ -1,18 +1,7 @@
-"""The one cron parser and evaluator: ``minute hour day-of-month month day-of-week``.
+"""The one cron parser and evaluator (README: Heartbeat, Cron): ``minute hour day-of-month month day-of-week``.
 
-The heartbeat's scheduler, the policy (``validate.cron_expression``) and schedule changes (``modify_heartbeat``,
-``heartbeat.yml``) all read expressions with ``parse``, so what one accepts the others accept.
-
-Each field takes ``*``, a number, a range ``a-b``, a step ``*/n``, ``a-b/n`` or
-``a/n`` (from ``a`` to the field's end), and comma lists of these. Months also take
-``JAN``-``DEC`` and weekdays ``SUN``-``SAT``; weekday 7 is Sunday, like 0. When
-both day-of-month and day-of-week are restricted (neither lists a bare ``*``), a day
-matches when EITHER matches (the classic cron rule); otherwise both must.
-
-``next_after(expr, instant_ms, tz)`` is the first minute strictly after the
-instant. Times are evaluated in ``tz`` (UTC by default; the scheduler passes the
-``heartbeatTimezone`` setting): a local time that a DST change skips does not run,
-and one it repeats runs once (its first pass).
+``next_after`` is the first minute strictly after an instant, in ``tz``: a local time a DST change skips does not
+run, a repeated one runs once (its first pass).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""``automaton-min fund USD --to ADDRESS``: send this agent's Conway credits to another address.
+"""``automaton-min fund USD --to ADDRESS`` (README: Commands): the owner's transfer takes the agent's own path.
 
-The owner's transfer takes the agent's own path: the policy engine decides on a ``transfer_credits`` call and
-records it (authority ``creator``: every treasury limit applies; the confirmation above
-``requireConfirmationAboveCents`` is the prompt or ``--yes``), then ``money_out.transfer_credits`` checks every rule
-again and sends. A refusal is ``money_out``'s ``Refusal``, rendered here with the ``config set`` that changes it.
-One invocation counts as one turn; the hourly, daily and cool-down windows are shared with the running agent.
+The policy engine decides on a ``transfer_credits`` call (authority ``creator``), then ``money_out`` checks again
+and sends; its ``Refusal`` is rendered here with the ``config set`` that changes it. One invocation is one turn.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""What a confined command may touch: the one list both confinement methods enforce.
+"""What a confined command may touch (README: Security): the one list both confinement methods enforce.
 
-Read-write: the workspace and a private temp directory, nothing else.
-Read and execute: the system trees (``/usr``, ``/bin``, ``/sbin``, ``/lib``, ``/lib32``,
-``/lib64``, ``/libx32``, ``/etc``, ``/opt``), the running interpreter's prefixes
-(a virtualenv, pyenv, a PyInstaller bundle) and the directories on ``PATH``, so the
-tools the agent is told it has still run; ``/proc`` and ``/sys`` read-only (Landlock's
-ptrace scoping keeps the daemon's ``/proc/<pid>/environ``, ``mem`` and ``fd`` closed);
-the character devices ``/dev/null``, ``/dev/zero``, ``/dev/full``, ``/dev/random``,
-``/dev/urandom`` and ``/dev/tty``; and the files ``/etc/resolv.conf``, ``/etc/localtime`` and
-``/etc/hosts`` point to when they are links out of ``/etc`` (name resolution and time zones work). A read-only
-path that holds the agent's home, or lies inside it, is dropped: the home (wallet, config, API keys, database,
-heartbeat files) is never readable, whatever ``PATH`` says. A workspace or temp dir that is, holds or lies inside
-one of the home's protected entries (``protected.py``) is refused.
+A read-only path that holds the home or lies inside it is dropped, whatever ``PATH`` says; a workspace or temp dir
+that overlaps one of the home's protected entries is refused.
 """
 
 from __future__ import annotations
@@ -65,7 +55,7 @@ def interpreter_prefixes() -> list[str]:
 
 
 def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = None) -> Plan:
-    """The plan for an agent whose home is ``home``: workspace and ``tmp`` writable, the rest as the module says."""
+    """The plan for an agent whose home is ``home``: workspace and ``tmp`` writable, the rest read-only or dropped."""
     home = Path(os.path.realpath(home))
     workspace, tmp = Path(os.path.realpath(workspace)), Path(os.path.realpath(tmp))
     for writable in (workspace, tmp):

@@ -1,9 +1,5 @@
-"""The agent's own files that no command or file tool may touch: the one list the kernel plan and the path rules share.
-
-The kernel plan (``plan.py``) hides the whole home but the workspace, and refuses a workspace or temp dir that
-would hold one of these; the path rules (``agent/policy/paths.py``) refuse the same names where the kernel does not
-confine (``unconfinedExec``, a remote sandbox). ``SOUL.md`` and the heartbeat change only through the agent's own
-tools (``update_soul``, ``modify_heartbeat``); nothing in this program writes the skills directory.
+"""The agent's own files that no command or file tool may touch: the one list the kernel plan and the path rules
+share (README: Security). Nothing in this program writes the skills directory.
 """
 
 from __future__ import annotations

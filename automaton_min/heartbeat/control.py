@@ -1,8 +1,7 @@
 """Changing the schedule from outside the scheduler: the ``modify_heartbeat`` tool and ``automaton-min heartbeat``.
 
-Changes go to ``heartbeat_schedule`` through the caller's own connection, then the
-scheduler is poked (in the daemon) so it re-reads the schedule at once. The
-schedule has one row per task, named after it; only known tasks can be added.
+Changes go to ``heartbeat_schedule`` through the caller's own connection, then the daemon's scheduler is poked so
+it re-reads the schedule at once. Only known tasks can be added.
 """
 
 from __future__ import annotations

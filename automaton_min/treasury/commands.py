@@ -1,11 +1,6 @@
-"""The creator's money commands, as the whole text of a relay message signed by the creator.
-
-- ``approve apr_<ULID>`` / ``reject apr_<ULID>``: decide a held transfer (``social.approvals``);
-- ``payee add 0x...`` / ``payee remove 0x...``: change the known payees (``treasury.payees``).
-
-This module owns their grammar: intake reads a verified creator message with it, and the agent's own
-``send_message`` refuses to send such a text (a stranger must not get an agent to relay its creator's commands to
-the agent's children; the creator sends them with ``automaton-min send``).
+"""The creator's money commands (``approve``/``reject apr_<ULID>``, ``payee add``/``remove 0x...``), each the whole
+text of a relay message signed by the creator. This module owns their grammar: intake reads them with it, and the
+agent's own ``send_message`` refuses to send one (README: Creator approvals).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The payment ledger (``payment_intents``): intents are committed with a full sync before signing.
 
-Statuses: ``pending`` (recorded; the signature may have left), ``settled``,
-``unknown`` (sent, and no success came back: a 402 after payment included, since
-the server still holds a valid authorization), ``expired`` (its validity window
-closed and the chain shows it unused), ``rejected`` (older rows only: no longer
-written). ``pending`` and ``unknown`` rows are open and count as spent: while their
-window is open they may settle, so no second payment is signed for the same
-purpose and resource.
+Statuses: ``pending`` (the signature may have left), ``unknown`` (sent, and no success came back), ``settled``,
+``expired`` (its window closed, unused on chain), ``rejected`` (older rows only: no longer written). ``pending``
+and ``unknown`` rows are open and count as spent (README: Payments).
 """
 
 from __future__ import annotations

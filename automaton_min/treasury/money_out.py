@@ -1,9 +1,5 @@
-"""Money out: every rule that decides whether credits or USDC may leave, and the one call that sends credits.
-
-The treasury policy is read here (``config.py`` holds its defaults and merges them at load). A check answers
-``None`` or a ``Refusal``, one code with its numbers, which each caller renders in its own words.
-``transfer_credits`` is the only path by which credits leave: the tool, creator approvals, ``automaton-min fund``
-and ``transfer_to_child`` call it; the policy's financial rules ask the same checks before a call runs.
+"""Money out (README: Payments, Credit transfers): every rule on credits or USDC leaving, and ``transfer_credits``,
+the one call that sends credits. A check answers ``None`` or a ``Refusal``, which each caller renders.
 """
 
 from __future__ import annotations

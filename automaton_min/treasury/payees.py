@@ -1,17 +1,7 @@
-"""Known payees: the addresses credits may go to without the creator's approval.
+"""Known payees (README: Payments): the addresses credits may go to without the creator's approval.
 
-A payee is known when it is
-
-* the creator (``creatorAddress``);
-* named in the configuration (``treasuryPolicy.knownPayees``, changed with ``automaton-min config set``);
-* added by the creator over the relay: a message verified as the creator's whose whole text is
-  ``payee add 0x...`` (``payee remove 0x...`` takes one back; grammar in ``treasury.commands``), kept in the
-  ``known_payees`` table.
-
-Any other address is unknown, however the agent came to hold it (a stranger's message, a web page, a memory): a
-transfer to it waits for the creator's approval (``social.approvals``). The agent's verified children are payees
-of kind child (``children``), filled when children exist. This module keeps the list; the rule that reads it is
-``money_out.payee_refusal``.
+This module keeps the list (the creator, ``treasuryPolicy.knownPayees``, the ``known_payees`` table the creator's
+``payee add`` fills; later the verified children); the rule that reads it is ``money_out.payee_refusal``.
 """
 
 from __future__ import annotations

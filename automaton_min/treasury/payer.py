@@ -1,14 +1,5 @@
-"""Paying for a resource with x402: probe, check, record, sign, send once, record the outcome.
-
-Order matters for money: the unpaid first request carries no body; the guard runs
-before anything is signed; the intent is committed with a full sync before the
-signature exists; the authorization expires within ``max_validity_s`` whatever the
-server asks; the paid request is sent exactly once (never retried). Once a signature
-has left, only a success settles the intent: any other answer (a second 402
-included, since the server still holds a valid authorization) leaves it ``unknown``,
-counted as spent until the chain shows it unused after ``validBefore``
-(``reconcile_open_intents``), and the host is not paid again for ``host_cooldown_ms``.
-"""
+"""Paying for a resource with x402: probe, check, record, sign, send once, record the outcome, in this order (the
+order matters for money; README: Payments)."""
 
 from __future__ import annotations
 
@@ -109,9 +100,8 @@ class Payer:
     ) -> PaidResponse:
         """Request ``url``; if it answers 402, pay within ``allowance`` and ``limits`` and request it again.
 
-        The first request goes without ``body``: an unpaid server never sees it. A
-        resource that turns out to be free gets a second request with the body.
-        ``balance`` is the wallet's USDC when the caller has just read it (saves a second read).
+        The first request goes without ``body`` (a free resource gets a second request with it). ``balance`` is
+        the wallet's USDC when the caller has just read it (saves a second read).
         """
         url = read_url(url).text  # the client connects where the guard and the cool-down look (net/url.py)
         probe = self.send(method, url, headers=headers, timeout=self.request_timeout())
@@ -244,12 +234,9 @@ def resolve(db: "Database", intent_id: str, status: str, now_ms: int, detail: st
 
 def reconcile_open_intents(db: "Database", used: Callable[[Intent], bool],
                            now: Clock = system_now) -> list[tuple[str, str]]:
-    """Resolve open intents from the chain: used nonces settled, unused ones past their window expired.
-
-    ``used(intent)`` asks the token contract (``authorizationState``). An unused
-    authorization that is still inside its window stays open: it could still settle.
-    An intent whose state cannot be read (node down, time up) stays open too.
-    Returns ``(intent id, new status)`` for every change.
+    """Resolve open intents from the chain (``used(intent)`` asks ``authorizationState``): used nonces settled,
+    unused ones past their window expired. One still inside its window, or whose state cannot be read (node down,
+    time up), stays open. Returns ``(intent id, new status)`` for every change.
     """
     changes = []
     for intent in open_intents(db):

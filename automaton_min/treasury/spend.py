@@ -1,9 +1,7 @@
-"""The spend tracker (``spend_tracking``): every cent that leaves, with its real amount.
+"""The spend tracker (``spend_tracking``): every cent that leaves (transfers, x402, top-ups as ``other``, inference).
 
-Credit transfers, x402 payments, top-ups (category ``other``) and inference. Windows are rolling (the last 60
-minutes, the last 24 hours), so a limit cannot be doubled by spending just before and just after the top of an
-hour; the limits that read them are ``money_out``'s. ``window_hour`` and ``window_day`` are still filled in for
-the reference runtime's readers.
+Windows are rolling (the last 60 minutes, the last 24 hours), so a limit cannot be doubled across the top of an
+hour. ``window_hour`` and ``window_day`` are still filled in for the reference runtime's readers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Buying Conway credits with USDC through x402: ``GET {conwayApiUrl}/pay/{usd}/{address}``.
 
-The signed amount must equal the tier exactly, the USDC balance is checked first,
-and a settled top-up is recorded in ``transactions``.
+The signed amount must equal the tier exactly, the USDC balance is checked first, and a settled top-up is recorded
+in ``transactions``.
 """
 
 from __future__ import annotations
@@ -95,10 +95,8 @@ def _record_transaction(db: "Database", usd: int, cents: int, intent_id: str, tx
 def bootstrap_topup(payer: Payer, api_url: str, credits_cents: int, usdc_atomic: int) -> TopupResult | None:
     """With credits under $5 and at least $5 of USDC, buy $5 of credits (at start, and when low or dead).
 
-    Idempotent: nothing is bought when a top-up was paid, or may still settle, within
-    the last hour (credits can show late; a restart must not buy again). Synchronous
-    and bounded by the payer's timeouts and deadline: it never leaves a payment
-    running in the background after giving up.
+    Nothing is bought when a top-up was paid, or may still settle, within the last hour (credits can show late).
+    Synchronous, within the payer's deadline: no payment is left running after giving up.
     """
     if credits_cents >= BOOTSTRAP_THRESHOLD_CENTS or usdc_atomic < BOOTSTRAP_TIER_USD * ATOMIC_PER_USDC:
         return None

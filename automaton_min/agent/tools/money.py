@@ -1,9 +1,7 @@
 """Money tools: check_credits, check_usdc_balance, topup_credits, transfer_credits, x402_fetch.
 
-Money leaves only through the guarded paths: ``money_out.transfer_credits`` (every treasury rule, the spend
-recorded before the call), ``Payer.fetch`` under ``x402_limits`` (guard, durable intent, one paid request) and
-``treasury.topup.topup`` (exact tier, Conway only). A refusal is an error result in the tool's words; an unreadable
-balance is "unknown", never zero.
+Money leaves only through ``money_out.transfer_credits``, ``Payer.fetch`` and ``treasury.topup.topup`` (README:
+Payments). A refusal is an error result in the tool's words; an unreadable balance is "unknown", never zero.
 """
 
 from __future__ import annotations
