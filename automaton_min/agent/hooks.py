@@ -144,8 +144,8 @@ class AgentHooks:
                   calls_this_turn: tuple[str, ...]) -> str | None:
         if self.key_guard is not None and self.key_guard.in_arguments(arguments):
             log.warning("refused a tool call carrying wallet key material", extra={"tool": spec.name})
-            return (f"{KEY_MATERIAL}: the arguments carry wallet key material, which never leaves the agent through any "
-                    "tool")
+            return (f"{KEY_MATERIAL}: the arguments carry wallet key material, which never leaves the agent "
+                    "through any tool")
         if self.policy is None:
             return None
         return self.policy.authorize(spec, arguments, authority, turn_id, calls_this_turn)

@@ -78,7 +78,8 @@ class LoopState:
 
 
 class AgentLoop:
-    def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry, hooks: AgentHooks, *,
+    def __init__(self, db: Any, config: Any, identity: Identity, router: Router, tools: ToolRegistry,
+                 hooks: AgentHooks, *,
                  now: Clock, services: ToolServices | None = None, started_ms: int | None = None,
                  metrics: Metrics = NO_METRICS, context: TurnContextBuilder | None = None,
                  progress: Callable[[], None] | None = None) -> None:

@@ -63,10 +63,10 @@ def sandbox_for(
 ) -> Sandbox:
     """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
 
-    A ``sandboxId`` naming the Conway sandbox this daemon runs in is local mode. Local mode runs in ``workspace`` (default: the user's home directory, as in the reference); given the agent's
-    ``home`` (the running agent always passes it), local commands are confined so they cannot reach it. Remote mode uses
-    ``client``, or builds one from ``conwayApiUrl``/``conwayApiKey`` and ``send``. ``own_cgroup``: give local commands
-    a cgroup of their own where one can be had.
+    Local mode (no ``sandboxId``, or, given ``home``, the one this daemon runs in) runs in ``workspace`` (default: the
+    user's home directory, as in the reference); given the agent's ``home`` (the running agent always passes it),
+    local commands are confined so they cannot reach it. Remote mode uses ``client``, or builds one from
+    ``conwayApiUrl``/``conwayApiKey`` and ``send``. ``own_cgroup``: give local commands a cgroup of their own.
     """
     sandbox_id = config.get("sandboxId")
     own = _own_sandbox_id() if home is not None and not is_local_sandbox_id(sandbox_id) else ""
