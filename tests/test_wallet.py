@@ -10,6 +10,8 @@ import pickle
 import re
 import secrets
 import stat
+import subprocess
+import sys
 import traceback
 from pathlib import Path
 
@@ -611,3 +613,42 @@ def test_cli_wallet_errors_never_print_the_key(cli, set_up: Home) -> None:
     for result in runs:
         assert_no_key(result.stdout, key_hex, "on stdout")
         assert_no_key(result.stderr, key_hex, "on stderr")
+
+
+# ---------------------------------------------------------------- the stored address
+
+
+def test_a_stored_address_is_taken_without_eth_keys_and_checked_at_the_first_signature(wallet_path: Path,
+                                                                                          clock) -> None:
+    created = create_wallet(wallet_path, clock)
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from automaton_min.chain.wallet import load_wallet\n"
+        f"wallet = load_wallet(Path({str(wallet_path)!r}), {created.address!r})\n"
+        "print(wallet.address, 'eth_keys' in sys.modules)\n"
+        "wallet.signing_key()\n"
+        "print('eth_keys' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [created.address, "False", "True"]
+
+
+def test_a_stored_address_that_is_not_the_keys_signs_nothing(wallet_path: Path, clock) -> None:
+    from automaton_min.chain.signing import sign_digest
+
+    create_wallet(wallet_path, clock)
+    wrong = load_wallet(wallet_path, CREATOR)
+    assert wrong.address == CREATOR
+    with pytest.raises(WalletError, match="nothing was signed") as info:
+        sign_digest(wrong, b"\x01" * 32)
+    assert CREATOR in str(info.value) and load_wallet(wallet_path).address in str(info.value)
+    right = load_wallet(wallet_path, load_wallet(wallet_path).address.lower())
+    assert len(sign_digest(right, b"\x01" * 32)) == 65
+
+
+def test_a_stored_address_must_look_like_one(wallet_path: Path, clock) -> None:
+    create_wallet(wallet_path, clock)
+    with pytest.raises(WalletError, match="stored wallet address"):
+        load_wallet(wallet_path, "0x1234")

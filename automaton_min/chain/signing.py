@@ -12,7 +12,7 @@ def sign_digest(wallet: Wallet, digest: bytes) -> bytes:
         raise ValueError("a digest is 32 bytes")
     from eth_keys import keys
 
-    signature = keys.PrivateKey(wallet.key_bytes()).sign_msg_hash(digest)
+    signature = keys.PrivateKey(wallet.signing_key()).sign_msg_hash(digest)
     return signature.r.to_bytes(32, "big") + signature.s.to_bytes(32, "big") + bytes([27 + signature.v])
 
 
@@ -27,7 +27,8 @@ def recover_signer(digest: bytes, signature: bytes) -> str:
     if v not in (0, 1, 27, 28):
         raise ValueError("signature v must be 27 or 28")
     try:
-        recovered = keys.Signature(vrs=(v % 27, int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:64], "big")))
+        r, s = int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:64], "big")
+        recovered = keys.Signature(vrs=(v % 27, r, s))
         public_key = recovered.recover_public_key_from_msg_hash(digest)
     except (BadSignature, ValidationError) as exc:
         raise ValueError(f"signature cannot be recovered ({exc})") from None

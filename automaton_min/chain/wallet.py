@@ -4,6 +4,10 @@ The file format is the reference runtime's
 (``{"chainType":"evm","privateKey":"0x..","createdAt":"<ISO>"}``, mode 0600), so
 an existing wallet loads unchanged. The key lives only inside a ``Wallet`` object,
 which never renders it: not in ``repr``, ``str``, errors or logs.
+
+Deriving the address takes eth_keys (and the pydantic it brings, ~25 MB): it is derived when a wallet is made
+or set up and stored (``walletAddress`` in automaton.json); a wallet loaded with that address is checked against
+its key only when it first signs (``signing_key``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from automaton_min.chain.address import address_from_public_key, is_address
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import WalletError
 from automaton_min.fileio import atomic_write, file_mode, open_to_others
@@ -27,21 +32,38 @@ log = get_logger(__name__)
 
 
 class Wallet:
-    """An EVM account. ``address`` is EIP-55 checksummed; the key stays private."""
+    """An EVM account. ``address`` is EIP-55 checksummed (derived from the key, or the stored one when given);
+    the key stays private."""
 
-    __slots__ = ("_key", "address", "created_at", "path")
+    __slots__ = ("_key", "_checked", "address", "created_at", "path")
 
-    def __init__(self, key: bytes, created_at: str | None = None, path: Path | None = None) -> None:
+    def __init__(self, key: bytes, created_at: str | None = None, path: Path | None = None, *,
+                 address: str | None = None) -> None:
         if len(key) != 32 or not 0 < int.from_bytes(key, "big") < SECP256K1_ORDER:
             raise WalletError("privateKey: not a valid secp256k1 private key")
         self._key = key
         self.created_at = created_at
         self.path = path
-        self.address = _address_of(key)
+        if address is not None and not is_address(address):
+            raise WalletError("the stored wallet address is not a 0x-prefixed 40-hex-digit address")
+        self._checked = address is None
+        self.address = derive_address(key) if address is None else address
         register_secret("0x" + key.hex())
 
     def key_bytes(self) -> bytes:
-        """The raw 32-byte key, for the chain signers only. Never log or return it."""
+        """The raw 32-byte key, to recognise it (the key guard). Never log or return it; signers take
+        ``signing_key``."""
+        return self._key
+
+    def signing_key(self) -> bytes:
+        """The key, for the chain signers, once it is known to be ``address``'s: a stored address is checked
+        against the key on the first signature (``WalletError`` when they differ: nothing is signed)."""
+        if not self._checked:
+            derived = derive_address(self._key)
+            if derived.lower() != self.address.lower():
+                raise WalletError(f"wallet.json's key is the address {derived}, not {self.address} (walletAddress in "
+                                  "automaton.json); nothing was signed. Run: automaton-min setup")
+            self._checked = True
         return self._key
 
     def __repr__(self) -> str:
@@ -53,10 +75,9 @@ class Wallet:
         raise TypeError("a Wallet cannot be serialized")
 
 
-def _address_of(key: bytes) -> str:
+def derive_address(key: bytes) -> str:
+    """The checksummed address of a private key (imports eth_keys)."""
     from eth_keys import keys
-
-    from automaton_min.chain.address import address_from_public_key
 
     return address_from_public_key(keys.PrivateKey(key).public_key.to_bytes())
 
@@ -69,8 +90,10 @@ def new_private_key() -> bytes:
             return key
 
 
-def load_wallet(path: Path) -> Wallet:
-    """Read ``wallet.json``; refuse files others can read, Solana wallets and malformed keys."""
+def load_wallet(path: Path, address: str | None = None) -> Wallet:
+    """Read ``wallet.json``; refuse files others can read, Solana wallets and malformed keys. ``address``: the
+    stored one (automaton.json's ``walletAddress``), taken as the wallet's until it signs; without it the
+    address is derived from the key."""
     if not path.exists():
         raise WalletError(f"no wallet at {path}; run: automaton-min init")
     if not path.is_file():
@@ -100,7 +123,7 @@ def load_wallet(path: Path) -> Wallet:
         raise WalletError(f"{path}: privateKey: expected 0x followed by 64 hex digits")
     created_at = data.get("createdAt") if isinstance(data.get("createdAt"), str) else None
     try:
-        return Wallet(bytes.fromhex(raw_key[2:]), created_at, path)
+        return Wallet(bytes.fromhex(raw_key[2:]), created_at, path, address=address or None)
     except WalletError as exc:
         raise WalletError(f"{path}: {exc}") from None
 

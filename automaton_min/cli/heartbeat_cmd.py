@@ -92,7 +92,7 @@ def _run_here(home, config, db, name: str) -> None:
     if home.wallet_path.exists():
         from automaton_min.chain.wallet import load_wallet
 
-        wallet = load_wallet(home.wallet_path)
+        wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, ContextFactory(home, config, wallet=wallet), None)
     ran = scheduler.run_task(db, name)
     if ran.result != "success":

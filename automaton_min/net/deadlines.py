@@ -1,9 +1,10 @@
 """Whole-request deadlines for HTTP: connect, headers and body together, name resolution included (README: Clients).
 
 A socket timeout bounds each read, not the request, and ``getaddrinfo`` ignores it. So connections open through
-``WatchedHTTPConnection`` (and its TLS twin), which resolve the name on a reused worker within the time left and
-register each socket with ``SocketWatch``, whose one thread shuts a socket down at its request's deadline. At a
-stop, requests that ``finish_at_stop`` end at their own deadline or at ``cut_all``.
+``net/session.py``'s watched connections, which resolve the name on a reused worker within the time left
+(``resolve``) and register each socket with ``SocketWatch``, whose one thread shuts a socket down at its request's
+deadline. At a stop, requests that ``finish_at_stop`` end at their own deadline or at ``cut_all``. No HTTP library
+is imported here: the daemon holds ``WATCH`` before its first request.
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.util import connection as urllib3_connection
 
 from automaton_min.workers import Workers
 
@@ -116,7 +111,7 @@ WATCH = SocketWatch()
 _resolvers = Workers("http-resolve")
 
 
-def _resolve(host: str, port: int, within: float | None) -> str:
+def resolve(host: str, port: int, within: float | None) -> str:
     """``host``'s first address, looked up within ``within`` seconds (``socket.timeout`` past it)."""
     if within is None:
         return host
@@ -136,49 +131,3 @@ def _resolve(host: str, port: int, within: float | None) -> str:
     if "error" in found:
         raise found["error"]
     return found["address"]
-
-
-class WatchedHTTPConnection(HTTPConnection):
-    """An HTTP connection whose name lookup and socket answer to the request's whole deadline."""
-
-    def _new_conn(self) -> socket.socket:
-        address = _resolve(self._dns_host, self.port, WATCH.time_left())
-        left = WATCH.time_left()
-        timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
-        if left is not None:
-            timeout = left if timeout is None else min(left, timeout)
-        sock = urllib3_connection.create_connection((address, self.port), timeout, source_address=self.source_address,
-                                                    socket_options=self.socket_options)
-        WATCH.opened(sock)
-        return sock
-
-
-class WatchedHTTPSConnection(WatchedHTTPConnection, HTTPSConnection):
-    """The same for HTTPS (the certificate is still checked against the host name)."""
-
-
-class WatchedHTTPConnectionPool(HTTPConnectionPool):
-    ConnectionCls = WatchedHTTPConnection
-
-
-class WatchedHTTPSConnectionPool(HTTPSConnectionPool):
-    ConnectionCls = WatchedHTTPSConnection
-
-
-POOLS = {"http": WatchedHTTPConnectionPool, "https": WatchedHTTPSConnectionPool}
-
-
-class WatchedAdapter(HTTPAdapter):
-    """Connections through the watched pools."""
-
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = POOLS
-
-
-def watched_session() -> requests.Session:
-    """A ``requests`` session whose connections answer to ``WATCH``'s deadlines."""
-    session = requests.Session()
-    for prefix in ("http://", "https://"):
-        session.mount(prefix, WatchedAdapter())
-    return session

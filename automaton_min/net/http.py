@@ -90,7 +90,8 @@ def request(
     The body is read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
     import requests
 
-    from automaton_min.net.deadlines import WATCH, watched_session
+    from automaton_min.net.deadlines import WATCH
+    from automaton_min.net.session import watched_session
 
     all_headers = {"User-Agent": USER_AGENT, **(headers or {})}
     data = None

@@ -138,7 +138,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     from automaton_min.social.relay import RelayClient
 
     with start_step("wallet"):
-        wallet: Wallet = load_wallet(home.wallet_path)
+        wallet: Wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
         key_guard = KeyGuard(wallet.key_bytes(), home.wallet_path.read_bytes(),
                              [config.get(name) for name in sorted(SECRET_KEYS) if config.get(name)])
     with start_step("database"):

@@ -39,7 +39,7 @@ def _conway_fix(url: str, *, flag: bool = False) -> str:
 
 def wallet_report(home: Home, config: Config | None, network: Network = BASE) -> dict[str, Any]:
     """The wallet's address and its USDC balance (an RPC failure raises; it never reads as zero)."""
-    wallet = load_wallet(home.wallet_path)
+    wallet = load_wallet(home.wallet_path, config.get("walletAddress") if config else None)
     url = rpc_url(config, network)
     try:
         balance = usdc_balance(url, wallet.address, network)
@@ -63,7 +63,7 @@ def provision_key(home: Home, config: Config | None, api_url: str | None, *,
 
 def buy_credits(home: Home, config: Config, usd: int, *, progress: Callable[[str], None] | None = None) -> TopupResult:
     """Top up ``usd`` dollars of Conway credits with the wallet's USDC."""
-    wallet = load_wallet(home.wallet_path)
+    wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     url = rpc_url(config)
     with open_database(db_path(home, config)) as db:
         payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(url, address, BASE),

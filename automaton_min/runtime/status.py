@@ -93,7 +93,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
     return {
         "name": config["name"] or identity.get("name"),
-        "address": identity.get("address") or config["walletAddress"],
+        "address": config["walletAddress"] or identity.get("address"),
         "creator": config["creatorAddress"] or identity.get("creator"),
         "sandbox": config["sandboxId"] or None,
         "running": running,

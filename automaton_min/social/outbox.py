@@ -23,7 +23,7 @@ def send_from_home(home: "Home", config: "Config", to: str, content: str, reply_
     The attempt counts toward the rolling-hour outbound limit in ``state.db`` when the database exists (shared
     with the running agent); without one it is sent with only this process's count.
     """
-    wallet = load_wallet(home.wallet_path)
+    wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     relay = RelayClient.from_config(config, wallet, now=now)
     if relay is None:
         raise UserError("no relay: socialRelayUrl is \"\"; "
