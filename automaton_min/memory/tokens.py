@@ -1,9 +1,9 @@
-"""Token counting: tiktoken's cl100k_base from a file shipped in the package, and a cheap estimate.
+"""Token counting: exact cl100k_base counts from a file shipped in the package (``bpe.py``), and a cheap estimate.
 
-The exact encoder is loaded on the first exact count and costs about 50 MB of RSS for the life of the process,
-so `fits` and `count_within` count exactly only when the estimate lands near the budget. The BPE file is read
-from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever fetched. When the file
-is missing, altered, or tiktoken cannot be imported, counts fall back to the estimate (logged once per counter).
+The exact encoder is loaded on the first exact count and keeps about 3 MB for the life of the process (tiktoken's
+took 38); `fits` and `count_within` count exactly only when the estimate lands near the budget. The BPE file is read
+from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever fetched. When the file is
+missing or altered, counts fall back to the estimate (logged once per counter).
 
 Estimate error, measured on tests/data/token_corpus.json (108 texts, 131k characters; see test_tokens.py):
 README prose and tables, the package's code and JSON tool results are within 15% of the exact count (mostly
@@ -14,7 +14,6 @@ It takes about 0.2 us a character.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import logging
@@ -23,25 +22,15 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
+
+from automaton_min.memory.bpe import Cl100k
 
 log = logging.getLogger(__name__)
 
 BPE_PATH = Path(__file__).resolve().parent / "data" / "cl100k_base.tiktoken"
 # The hash tiktoken itself pins for cl100k_base (tiktoken_ext/openai_public.py).
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-CL100K_PAT_STR = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
-    r"""\s+(?!\S)|\s"""
-)
-CL100K_SPECIAL_TOKENS = {
-    "<|endoftext|>": 100257,
-    "<|fim_prefix|>": 100258,
-    "<|fim_middle|>": 100259,
-    "<|fim_suffix|>": 100260,
-    "<|endofprompt|>": 100276,
-}
-
 # Largest relative error of `estimate_tokens` on the corpus, by kind of text (see the module docstring).
 ESTIMATE_ERROR_BOUND = {"readme": 0.15, "code": 0.15, "json": 0.15, "hex": 0.08, "shell": 0.21, "lang": 0.23,
                         "base64": 0.28}
@@ -145,27 +134,16 @@ def _text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def load_encoder(path: Path = BPE_PATH, expected_sha256: str = CL100K_SHA256) -> Any:
-    """Build tiktoken's cl100k_base Encoding from the shipped BPE file, after checking its sha256.
-
-    The file is read and parsed here rather than with tiktoken.load.load_tiktoken_bpe, which keeps a copy of
-    any file it reads under a cache directory keyed by the path and prefers that copy on the next load, so
-    the shipped file would no longer be the one checked. Raises OSError (unreadable), ValueError (hash or
-    format) or ImportError (no tiktoken).
-    """
+def load_encoder(path: Path = BPE_PATH, expected_sha256: str = CL100K_SHA256) -> Cl100k:
+    """cl100k_base from the shipped BPE file, after checking its sha256. Raises OSError (unreadable) or ValueError
+    (hash or format)."""
     data = Path(path).read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected_sha256:
         raise ValueError(f"{path}: sha256 {actual} is not the expected {expected_sha256}")
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    import tiktoken
-
-    return tiktoken.Encoding(name="cl100k_base", pat_str=CL100K_PAT_STR, mergeable_ranks=ranks,
-                             special_tokens=CL100K_SPECIAL_TOKENS)
+    encoder = Cl100k(data)
+    log.info("exact token counter loaded (cl100k_base, %d tokens)", len(encoder.ranks))
+    return encoder
 
 
 class TokenCounter:
@@ -180,7 +158,7 @@ class TokenCounter:
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
-        self._encoder: Any = None
+        self._encoder: Cl100k | None = None
         self._failed: str | None = None
         self.hits = 0
         self.misses = 0
@@ -202,14 +180,14 @@ class TokenCounter:
         """Why the encoder could not be loaded, if it could not."""
         return self._failed
 
-    def _get_encoder(self) -> Any:
+    def _get_encoder(self) -> Cl100k | None:
         if self._encoder is not None or self._failed:
             return self._encoder
         with self._load_lock:
             if self._encoder is None and not self._failed:
                 try:
                     self._encoder = load_encoder(self.path, self.expected_sha256)
-                except (OSError, ValueError, ImportError) as e:
+                except (OSError, ValueError) as e:
                     self._failed = f"{type(e).__name__}: {e}"
                     log.warning("exact token counting unavailable, using the estimate: %s", self._failed)
         return self._encoder
@@ -233,7 +211,7 @@ class TokenCounter:
         enc = self._get_encoder()
         if enc is None:
             return estimate_tokens(text)
-        n = len(enc.encode_ordinary(text))
+        n = enc.count(text)
         with self._lock:
             self.misses += 1
             self._cache[key] = n
