@@ -101,11 +101,7 @@ def cli(ctx: click.Context, home: Path | None, log_level: str | None) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    if sys.argv[1:2] == ["__confined-spawner__"]:  # a one-file binary starting its own confined spawner
-        from automaton_min.confine.spawner import main as spawner_main
-
-        sys.exit(spawner_main(int(sys.argv[2])))
+    """Console-script entry point (a one-file binary's own spawner starts before it: build/automaton-min.spec)."""
     try:
         cli(prog_name="automaton-min")
     except BrokenPipeError:

@@ -35,7 +35,7 @@ START_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 5.0  # for the spawner to end its commands and remove its temp dir once the channel closes
 TEMP_PREFIX = "automaton-exec-"  # then the daemon's pid: a dead daemon's temp dir can be told and removed
 REPLY_SLACK_S = 15.0  # beyond a command's own timeout, for the spawner to end its group and answer
-SPAWNER_FLAG = "__confined-spawner__"  # a frozen binary's hidden entry point (cli/main.py)
+SPAWNER_FLAG = "__confined-spawner__"  # a frozen binary's hidden entry point (its entry script: the build's spec)
 UNCONFINED_FIX = 'set "unconfinedExec": true in automaton.json to run them unconfined (not recommended)'
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import logging
 import os
 import selectors
 import signal
@@ -21,7 +22,6 @@ from typing import Callable
 
 from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.fileio import atomic_write
-from automaton_min.log import get_logger
 
 ENV_PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "TERM")
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
@@ -33,7 +33,7 @@ REAP_WAIT_S = 2.0  # with a sweep: how long the shell may take to be reported af
 _CHUNK = 64 * 1024
 _TICK_S = 0.05
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)  # not log.py's get_logger: the confined spawner runs this without orjson
 
 
 class _Capture:
