@@ -88,10 +88,8 @@ def request(
     """One HTTP request; raises ``NetworkError`` when the whole answer has not arrived within ``timeout`` seconds,
     or at once when the agent is stopping, unless ``finish_at_stop`` (then within the stop's grace period).
     The body is read up to ``MAX_BODY_BYTES`` (then ``truncated``)."""
-    import requests
-
     from automaton_min.net.deadlines import WATCH
-    from automaton_min.net.session import watched_session
+    from automaton_min.net.session import requests, watched_session
 
     all_headers = {"User-Agent": USER_AGENT, **(headers or {})}
     data = None
