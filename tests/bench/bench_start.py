@@ -139,7 +139,7 @@ def main() -> int:
         home = Path(scratch) / "home"
         env = {**os.environ, "AUTOMATON_HOME": str(home)}
         model = Model()
-        server.script(*[model] * (TURNS + STARTS * 2 + 200))
+        server.script(*[model] * (TURNS * 4 + 1000))  # the turns, and the summaries of the older ones
 
         def call(*args: str) -> float:
             started = time.monotonic()
@@ -189,7 +189,8 @@ def main() -> int:
           f"min {min(first) * 1000:.0f} ms")
     print(f"PSS asleep, before the first signature: {asleep}")
     print(f"PSS asleep, after one signature: {signed}")
-    print(f"PSS asleep, after {TURNS} more turns ({took:.0f} s; exact token counter loaded: {exact}): {long_run}")
+    print(f"PSS asleep, after {TURNS} more turns ({took:.0f} s, {len(model.arrivals)} model requests in all; exact token "
+          f"counter loaded: {exact}): {long_run}")
     return 0
 
 
