@@ -15,23 +15,28 @@ from __future__ import annotations
 
 import binascii
 import heapq
+import io
 import re
 from array import array
 from functools import lru_cache
+from itertools import chain
+from operator import methodcaller
+from typing import Iterator
 
+_GROUP = methodcaller("group")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-PIECE_CACHE_SIZE = 4096
+PIECE_CACHE_SIZE = 2048
 _NO_RANK = -1
 
 
 def other_numbers(last: int = 0x1FFFF) -> str:
     """A character class body of the numbers that are neither decimal digits nor letters, up to ``last`` (planes 0
     and 1 hold them all: checked by a test over every plane)."""
-    chars = "".join(map(chr, range(0x80, 0xD800))) + "".join(map(chr, range(0xE000, last + 1)))
+    codes = chain(range(0x80, 0xD800), range(0xE000, last + 1))
     ranges: list[list[int]] = []
-    for char in re.findall(r"[^\W\d_]", chars):
-        if char.isnumeric() and not char.isalpha():
+    for char in filter(str.isnumeric, map(chr, codes)):  # one character at a time: none of them is held
+        if not char.isdecimal() and not char.isalpha():
             code = ord(char)
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1][1] = code
@@ -64,8 +69,8 @@ class Ranks:
 
     def __init__(self, data: bytes) -> None:
         blob, offsets = bytearray(), array("I", [0])
-        for line in data.splitlines():
-            if not line:
+        for line in io.BytesIO(data):  # a line at a time: 100,000 small objects at once would stay as heap
+            if not line.strip():
                 continue
             token, rank = line.split()
             if int(rank) != len(offsets) - 1:
@@ -139,12 +144,16 @@ class Cl100k:
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
-        for piece in self.pattern.findall(_valid(text)):
+        for piece in self._pieces(text):
             ids += merge(piece.encode("utf-8"), self.ranks.get)
         return ids
 
     def count(self, text: str) -> int:
-        return sum(map(self._piece_count, self.pattern.findall(_valid(text))))
+        return sum(map(self._piece_count, self._pieces(text)))
+
+    def _pieces(self, text: str) -> Iterator[str]:
+        """The text split as cl100k splits it, a piece at a time (a list of every piece would stay as heap)."""
+        return map(_GROUP, self.pattern.finditer(_valid(text)))
 
     def _count_piece(self, piece: str) -> int:
         return len(merge(piece.encode("utf-8"), self.ranks.get))

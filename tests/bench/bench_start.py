@@ -189,8 +189,8 @@ def main() -> int:
           f"min {min(first) * 1000:.0f} ms")
     print(f"PSS asleep, before the first signature: {asleep}")
     print(f"PSS asleep, after one signature: {signed}")
-    print(f"PSS asleep, after {TURNS} more turns ({took:.0f} s, {len(model.arrivals)} model requests in all; exact token "
-          f"counter loaded: {exact}): {long_run}")
+    print(f"PSS asleep, after {TURNS} more turns ({took:.0f} s, {len(model.arrivals)} model requests in all; "
+          f"exact token counter loaded: {exact}): {long_run}")
     return 0
 
 
