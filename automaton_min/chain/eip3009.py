@@ -31,12 +31,14 @@ class TokenDomain:
     verifying_contract: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "chainId": self.chain_id, "verifyingContract": self.verifying_contract}
+        return {"name": self.name, "version": self.version, "chainId": self.chain_id,
+                "verifyingContract": self.verifying_contract}
 
 
 @dataclass(frozen=True)
 class TransferAuthorization:
-    """Permission for anyone to move ``value`` atomic units from ``sender`` to ``recipient`` once, within a time window."""
+    """Permission for anyone to move ``value`` atomic units from ``sender`` to ``recipient`` once, within a time
+    window."""
 
     sender: str
     recipient: str

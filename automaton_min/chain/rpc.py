@@ -22,7 +22,8 @@ class RpcUnreachable(RpcError):
 def rpc_call(url: str, method: str, params: list[Any], timeout: float = 10.0) -> Any:
     """Call ``method`` on the node at ``url``; the ``result`` or ``RpcError``."""
     try:
-        answer = expect_ok(request("POST", url, json={"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}, timeout=timeout), f"RPC {method}").json()
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+        answer = expect_ok(request("POST", url, json=body, timeout=timeout), f"RPC {method}").json()
     except NetworkError as exc:
         raise RpcUnreachable(str(exc)) from None
     except HttpError as exc:

@@ -27,7 +27,8 @@ class Network:
 
 
 BASE = Network("eip155:8453", "base", 8453, "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "https://mainnet.base.org")
-BASE_SEPOLIA = Network("eip155:84532", "base-sepolia", 84532, "0x036CbD53842c5426634e7929541eC2318f3dCF7e", "https://sepolia.base.org")
+BASE_SEPOLIA = Network("eip155:84532", "base-sepolia", 84532, "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                       "https://sepolia.base.org")
 NETWORKS = (BASE, BASE_SEPOLIA)
 
 

@@ -62,7 +62,8 @@ class PaymentRequirement:
         """The EIP-712 domain to sign under: ``extra.name``/``extra.version`` when the server gives them."""
         assert self.network is not None
         default_name = "USDC" if self.network is BASE_SEPOLIA else "USD Coin"
-        return TokenDomain(self.token_name or default_name, self.token_version or "2", self.network.chain_id, self.asset)
+        return TokenDomain(self.token_name or default_name, self.token_version or "2", self.network.chain_id,
+                           self.asset)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def parse_payment_required(headers: Mapping[str, str], body: bytes, url: str) ->
         try:
             document = orjson.loads(body)
         except orjson.JSONDecodeError:
-            raise PaymentFormatError(f"{url} answered 402 without {V2_REQUIRED_HEADER} and without a JSON body") from None
+            raise PaymentFormatError(
+                f"{url} answered 402 without {V2_REQUIRED_HEADER} and without a JSON body") from None
     if not isinstance(document, dict) or not isinstance(document.get("accepts"), list):
         raise PaymentFormatError(f"{url} answered 402 without an 'accepts' list")
     version = document.get("x402Version", 1)
@@ -103,7 +105,8 @@ def parse_payment_required(headers: Mapping[str, str], body: bytes, url: str) ->
         raise PaymentFormatError(f"{url} speaks x402 version {version!r}; versions 1 and 2 are supported")
     resource = document.get("resource") if isinstance(document.get("resource"), dict) else {}
     requirements = tuple(
-        _requirement(entry, version, resource.get("url", url)) for entry in document["accepts"] if isinstance(entry, dict)
+        _requirement(entry, version, resource.get("url", url))
+        for entry in document["accepts"] if isinstance(entry, dict)
     )
     error = document.get("error") if isinstance(document.get("error"), str) else None
     return PaymentRequired(version, requirements, resource, error)
@@ -134,7 +137,8 @@ def _requirement(entry: Mapping[str, Any], version: int, resource_url: str) -> P
         asset=asset,
         amount=int(amount_text),
         pay_to=pay_to,
-        max_timeout_seconds=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0 else 300,
+        max_timeout_seconds=(timeout if isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0
+                             else 300),
         resource=str(entry.get("resource") or resource_url),
         token_name=extra.get("name") if isinstance(extra.get("name"), str) else None,
         token_version=extra.get("version") if isinstance(extra.get("version"), str) else None,

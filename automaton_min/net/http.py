@@ -57,7 +57,8 @@ class Response:
             try:
                 self._json = orjson.loads(self.body)
             except orjson.JSONDecodeError:
-                raise HttpError(f"{self.url} answered {self.status} with a body that is not JSON: {snippet(self.body)}", self.status, self.body) from None
+                raise HttpError(f"{self.url} answered {self.status} with a body that is not JSON: "
+                                f"{snippet(self.body)}", self.status, self.body) from None
         return self._json
 
 
@@ -132,5 +133,6 @@ def _read_capped(answer: Any) -> tuple[bytes, bool]:
 def expect_ok(response: Response, what: str) -> Response:
     """Return ``response`` if it is 2xx, else raise ``HttpError`` naming ``what`` failed."""
     if not response.ok:
-        raise HttpError(f"{what}: {response.url} answered {response.status}: {snippet(response.body)}", response.status, response.body)
+        raise HttpError(f"{what}: {response.url} answered {response.status}: {snippet(response.body)}",
+                        response.status, response.body)
     return response

@@ -53,7 +53,8 @@ def bootstrap_at_start(db: "Database", wallet: "Wallet", config: "Config", budge
     credits = conway.credits_balance()  # a live reading only: a cached one could buy twice
     usdc = usdc_balance(node, wallet.address, network, timeout=budget.timeout(READ_TIMEOUT_S))
     payer = Payer(db, wallet, now=now, deadline=budget.deadline,
-                  balance_of=lambda address: usdc_balance(node, address, network, timeout=budget.timeout(READ_TIMEOUT_S)),
+                  balance_of=lambda address: usdc_balance(node, address, network,
+                                                          timeout=budget.timeout(READ_TIMEOUT_S)),
                   **payer_options(config.get("treasuryPolicy") or {}))
     return bootstrap_topup(payer, api_url, credits, usdc)
 
