@@ -1,6 +1,6 @@
 """Token counting: exact cl100k_base counts from a file shipped in the package (``bpe.py``), and a cheap estimate.
 
-The exact encoder is loaded on the first exact count and keeps about 3 MB for the life of the process (tiktoken's
+The exact encoder is loaded on the first exact count and keeps about 2 MB for the life of the process (tiktoken's
 took 38); `fits` and `count_within` count exactly only when the estimate lands near the budget. The BPE file is read
 from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever fetched. When the file is
 missing or altered, counts fall back to the estimate (logged once per counter).
