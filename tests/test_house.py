@@ -136,7 +136,6 @@ def test_a_planted_upward_import_and_a_planted_circle_are_found(copy: Path) -> N
     assert ["automaton_min.clock", "automaton_min.log"] in circles(copy)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20: in progress")
 def test_modules_are_small_and_lines_short() -> None:
     long_modules, long_lines = [], []
     for name, path in modules(ROOT).items():

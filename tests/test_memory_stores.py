@@ -18,7 +18,7 @@ from automaton_min.memory.common import (MemoryStoreError, ProtectedMemoryError,
 from automaton_min.memory.stores import (STORES, EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
                                          SessionSummaries, WorkingMemory)
 from automaton_min.store.db import open_database
-from automaton_min.store.schema_memory import FTS_COLUMNS, fts_name, rebuild_memory_fts
+from automaton_min.store.schema_memory import FTS_COLUMNS, fts_name
 from tests.fixtures.reference_v11 import build_reference_v11
 
 DAY = 86_400_000
@@ -340,18 +340,6 @@ def test_fts_stays_in_sync_after_updates_and_deletes(stores, db, clock) -> None:
         assert store.search("quokka") == [] and store.search("sandbox") == [] and store.search("yak") == []
     check_memory_fts(db)
     assert all(db.scalar(f"SELECT COUNT(*) FROM {t}_fts") == 0 for t in FTS_COLUMNS)
-
-
-def test_indexes_survive_vacuum_and_rebuild(db, clock) -> None:
-    sm = SemanticMemory(db, clock)
-    with db.transaction():
-        for i in range(50):
-            sm.remember("domain", f"k{i}", f"value number {i} about penguins" if i == 42 else f"value {i}", source="a")
-        db.execute("DELETE FROM semantic_memory WHERE key LIKE 'k1%'")
-    db.execute("VACUUM")
-    rebuild_memory_fts(db)
-    check_memory_fts(db)
-    assert [r.item.key for r in sm.search("penguin")] == ["k42"]
 
 
 @pytest.mark.parametrize("query", HOSTILE)

@@ -1,22 +1,8 @@
-"""The confined spawner: one small process that runs the agent's commands and file operations.
+"""The confined spawner: one small process that runs the agent's commands and file operations (README: Security).
 
-The daemon starts it once (a fresh interpreter with a bare environment, so it holds no
-secret in memory or in ``/proc/<pid>/environ``), hands it the plan over a socket pair,
-and the spawner confines itself before it answers: Landlock (or the namespace fallback).
-Every command it starts enters one more Landlock layer of its own, so commands cannot
-ptrace or signal the spawner either. Everything it needs is imported before it confines
-itself: afterwards the package's own directory may be out of reach.
-
-Every command starts as the kernel OOM killer's first choice (``oom_score_adj`` 1000, set on the
-spawner just for the fork and inherited; commands cannot lower it, /proc is read-only to them).
-After confining itself the spawner installs a seccomp filter (``seccomp.py``: no
-AF_UNIX sockets, no io_uring, no ptrace), inherited by every command. Each command also gets
-resource limits (no core files, a largest file). When a call ends, every process it started
-is stopped and killed (``reaper.py``): setsid'd, double-forked and nohup'd ones too, since the
-spawner is their subreaper.
-
-SIGTERM cancels the command under way (its process group is killed) and the spawner
-goes on serving; it ends when the daemon closes the channel.
+It confines itself (Landlock or the namespace fallback, then seccomp) before it answers the daemon over a socket
+pair; everything it needs is imported before that, since the package's directory may be out of reach afterwards.
+SIGTERM cancels the command under way; the spawner ends when the daemon closes the channel.
 
 Requests: ``{"op": "exec", "command", "timeout_s"}``, ``{"op": "read_file", "path"}``,
 ``{"op": "write_file", "path", "content"}``, ``{"op": "start_job", "command"}``, ``{"op": "stop_job", "id"}``,

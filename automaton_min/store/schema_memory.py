@@ -2,8 +2,7 @@
 
 Never ``INSERT OR REPLACE`` into a memory table: a REPLACE deletes without firing the delete trigger (unless
 ``recursive_triggers`` is on), so the external-content index would keep stale entries; use an UPDATE or an upsert.
-A text-keyed table's rowid may change across ``VACUUM``: ``rebuild_memory_fts`` rebuilds the indexes after one (or
-after another program wrote the tables).
+A text-keyed table's rowid may change across ``VACUUM``, which nothing here runs: an index would need a rebuild.
 """
 
 from __future__ import annotations
@@ -190,14 +189,6 @@ CREATE TRIGGER IF NOT EXISTS {fts}_au AFTER UPDATE OF {cols} ON {table} BEGIN
     INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {new});
 END;
 """
-
-
-def rebuild_memory_fts(db: "Database") -> None:
-    """Rebuild every memory FTS index from its base table (after a VACUUM or writes by another program)."""
-    with db.transaction():
-        for table in FTS_COLUMNS:
-            fts = fts_name(table)
-            db.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
 
 
 def create_memory_tables(db: "Database") -> None:
