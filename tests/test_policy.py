@@ -15,20 +15,10 @@ import apsw
 import pytest
 
 import automaton_min.agent.policy as policy_package
-from automaton_min.agent.policy import (
-    ALLOWED,
-    DB_UNAVAILABLE,
-    RULE_ERROR,
-    Applies,
-    PolicyEngine,
-    PolicyRequest,
-    Rule,
-    args_hash,
-    default_rules,
-    deny,
-    quarantine,
-    tools,
-)
+from automaton_min.agent.policy import PolicyEngine, default_rules
+from automaton_min.agent.policy.engine import args_hash
+from automaton_min.agent.policy.types import (ALLOWED, DB_UNAVAILABLE, RULE_ERROR, Applies, PolicyRequest, Rule, deny,
+                                              quarantine, tools)
 from automaton_min.agent.policy.rules_command import kernel_confines
 from automaton_min.agent.tools.base import ToolSpec
 from automaton_min.clock import to_iso
