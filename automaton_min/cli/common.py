@@ -92,3 +92,21 @@ def repeat_home(text: str, home: Path) -> str:
     if home == (Path.home() / ".automaton").absolute():
         return text
     return _SUGGESTED_COMMAND.sub(f"automaton-min --home {shlex.quote(str(home))} ", text)
+
+
+def secret_input(given: str | None, name: str) -> str | None:
+    """A secret from standard input (``-``), or a hidden prompt (``prompt``); never from the command line, which
+    every process on the machine can read (``/proc/PID/cmdline``), the agent's confined commands included."""
+    if given is None:
+        return None
+    if given not in ("-", "prompt"):
+        from automaton_min.errors import UserError
+
+        raise UserError(f"{name} on the command line is readable by every process here; give - and pipe the key "
+                        f"in (printf %s \"$KEY\" | automaton-min ... {name} -), or leave the value out to be asked")
+    value = click.prompt(name, hide_input=True) if given == "prompt" and sys.stdin.isatty() else sys.stdin.readline()
+    if not value.strip():
+        from automaton_min.errors import UserError
+
+        raise UserError(f"no value for {name} came on standard input; pipe the key in, or run it on a terminal")
+    return value.strip()

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import orjson
 
-from automaton_min.cli.common import emit_json, home_of, json_errors, load_config_for
+from automaton_min.cli.common import emit_json, home_of, json_errors, load_config_for, secret_input
 
 _MISSING = object()
 
@@ -32,7 +32,7 @@ def show(ctx: click.Context, as_json: bool) -> None:
 
 @command.command("set", context_settings={"ignore_unknown_options": True})  # VALUE may be -5
 @click.argument("key")
-@click.argument("value")
+@click.argument("value", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def set_value(ctx: click.Context, key: str, value: str, as_json: bool) -> None:
@@ -44,9 +44,16 @@ def set_value(ctx: click.Context, key: str, value: str, as_json: bool) -> None:
       automaton-min config set logLevel debug
       automaton-min config set treasuryPolicy.x402AllowedDomains '["conway.tech"]'
       automaton-min config set name '"42"'      (the text 42, not the number)
+      automaton-min config set openaiApiKey      (an API key: asked for, or read from standard input with -)
     """
+    from automaton_min.config import SECRET_KEYS
+
     with json_errors(as_json):
-        change = _change(ctx, key, _parse(value), raw=value)
+        if key in SECRET_KEYS:
+            value = secret_input("prompt" if value is None else value, key)
+        elif value is None:
+            raise click.UsageError("Missing argument 'VALUE'.")
+        change = _change(ctx, key, value if key in SECRET_KEYS else _parse(value), raw=value)
     _report(change, as_json)
 
 

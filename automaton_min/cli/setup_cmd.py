@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, with_home
+from automaton_min.cli.common import emit_json, emit_rows, home_of, secret_input, with_home
 from automaton_min.config import DEFAULTS, Config, check_value, load_config
 from automaton_min.errors import UserError
 from automaton_min.home import Home
@@ -57,15 +57,17 @@ def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: b
 @click.option("--conway-api-url", help=f"Conway API base URL (default {DEFAULTS['conwayApiUrl']}).")
 @click.option("--openai-base-url", help="Base URL of any OpenAI-compatible server (llama.cpp, vLLM, Ollama).")
 @click.option("--inference-model", help=f"Model for normal turns (default {DEFAULTS['inferenceModel']}).")
-@click.option("--conway-api-key", help="Conway API key.")
-@click.option("--openai-api-key", help="OpenAI (or compatible server) API key.")
-@click.option("--anthropic-api-key", help="Anthropic API key.")
+@click.option("--conway-api-key", help="Conway API key: - reads it from standard input.")
+@click.option("--openai-api-key", help="OpenAI (or compatible server) API key: - reads it from standard input.")
+@click.option("--anthropic-api-key", help="Anthropic API key: - reads it from standard input.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: use the flags, the current config and the defaults.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, **flags: Any) -> None:
     """Write automaton.json, SOUL.md and constitution.md, creating the wallet if needed."""
     home = home_of(ctx)
+    for flag in ("conway_api_key", "openai_api_key", "anthropic_api_key"):
+        flags[flag] = secret_input(flags[flag], "--" + flag.replace("_", "-"))
     if genesis_prompt_file is not None:
         flags["genesis_prompt"] = genesis_prompt_file.read()
     current = existing_config_values(home)

@@ -40,7 +40,7 @@ FULL_SETUP_FLAGS = (
     "--conway-api-url", "https://api.example.test",
     "--openai-base-url", "http://127.0.0.1:8080/v1",
     "--inference-model", "qwen2.5-7b-instruct",
-    "--openai-api-key", OPENAI_KEY,
+    "--openai-api-key", "-",  # read from standard input: a key on the command line is refused
 )
 FULL_SETUP_VALUES = {
     "name": "ada",
@@ -261,7 +261,7 @@ def test_init_tightens_an_open_home_directory(cli, home):
 
 
 def test_setup_with_every_flag(cli, home):
-    data = ok_json(cli("setup", *FULL_SETUP_FLAGS, "--yes", "--json"))
+    data = ok_json(cli("setup", *FULL_SETUP_FLAGS, "--yes", "--json", input=OPENAI_KEY))
     assert set(data) == {"name", "address", "home", "walletCreated", "written"}
     assert data["name"] == "ada"
     assert data["home"] == str(home.root)
@@ -304,7 +304,7 @@ def test_setup_text_output_names_the_next_step(cli, home):
         "on Base (it pays for its model), then automaton-min run (Ctrl-C stops it), and in another terminal "
         "automaton-min logs -f")
 
-    keyed = cli("setup", "--conway-api-key", CONWAY_KEY, "--yes")  # a Conway key already: fund, then run
+    keyed = cli("setup", "--conway-api-key", "-", "--yes", input=CONWAY_KEY)  # a Conway key already: fund, then run
     assert keyed.code == 0, keyed.stderr
     assert keyed.stdout.splitlines()[-1].startswith(f"Next, with gpt-5.2 through Conway: fund {address} with USDC")
 
@@ -339,7 +339,7 @@ def test_setup_genesis_prompt_file(cli, home, tmp_path):
 
 
 def test_setup_rerun_changes_one_value_and_keeps_the_rest(cli, home):
-    first = ok_json(cli("setup", *FULL_SETUP_FLAGS, "--yes", "--json"))
+    first = ok_json(cli("setup", *FULL_SETUP_FLAGS, "--yes", "--json", input=OPENAI_KEY))
     config = read_json(home.config_path)
     config["myOwnNote"] = {"keep": ["me", 1]}
     config["treasuryPolicy"]["myOwnLimitCents"] = 42
@@ -599,7 +599,8 @@ def test_config_show_prints_effective_config(cli, set_up):
 
 def test_config_show_masks_secrets(cli, set_up):
     anthropic = "sk-ant-abcdefghijklmnop1234"
-    assert cli("setup", "--openai-api-key", OPENAI_KEY, "--anthropic-api-key", anthropic, "--yes").code == 0
+    assert cli("setup", "--openai-api-key", "-", "--anthropic-api-key", "-", "--yes",
+               input=f"{OPENAI_KEY}\n{anthropic}\n").code == 0
     result = cli("config", "show")
     data = ok_json(result)
     assert data["openaiApiKey"] == "****WXYZ"
@@ -712,7 +713,7 @@ def test_status_treats_an_unknown_state_as_setup(cli, set_up):
 
 
 def test_status_does_not_show_secrets(cli, set_up):
-    assert cli("setup", "--openai-api-key", OPENAI_KEY, "--yes").code == 0
+    assert cli("setup", "--openai-api-key", "-", "--yes", input=OPENAI_KEY).code == 0
     for args in (("status",), ("status", "--json")):
         result = cli(*args, env={"CONWAY_API_KEY": CONWAY_KEY})
         assert result.code == 0

@@ -18,9 +18,10 @@ from standins.loopback_http import Reply
 from standins.model_servers import OpenAIServer, openai_answer
 
 
-def set_up_model(cli, home, base_url: str, model: str, *extra: str) -> None:
+def set_up_model(cli, home, base_url: str, model: str, *extra: str, key: str | None = None) -> None:
     result = cli("setup", "--name", "ada", "--genesis-prompt", "Keep notes.", "--creator-address", CREATOR,
-                 "--openai-base-url", base_url, "--inference-model", model, *extra, "--yes")
+                 "--openai-base-url", base_url, "--inference-model", model, *extra, "--yes",
+                 *(("--openai-api-key", "-") if key else ()), input=key)
     assert result.code == 0, result.stderr
     keep_offline(home)  # no relay: that part is off
 
@@ -98,7 +99,7 @@ def test_an_endpoint_that_may_charge_gets_the_tiny_request_only_when_asked(cli, 
     # A remote endpoint (http://models.example) reached through a proxy on 127.0.0.1 that is the stand-in itself.
     with OpenAIServer(prefix="http://models.example", api_key="sk-paid-0001", models=[{"id": "big-model"}]) as server:
         server.script(openai_answer("OK"))
-        set_up_model(cli, home, "http://models.example/v1", "big-model", "--openai-api-key", "sk-paid-0001")
+        set_up_model(cli, home, "http://models.example/v1", "big-model", key="sk-paid-0001")
         proxy = {"HTTP_PROXY": server.url, "http_proxy": server.url, "NO_PROXY": "", "no_proxy": ""}
         code, unasked = doctor(cli, env=proxy)
         sent_unasked = len(server.requests)

@@ -76,7 +76,7 @@ def test_status_without_balances_says_unknown_or_that_credits_do_not_apply(cli, 
     assert status["tier"] is None and status["creditsCents"] is None and status["parts"]["conway"]["state"] == "off"
     text = cli("status").stdout
     assert "normal (credits do not apply: the Conway API is off)" in text and "off (no conwayApiKey)" in text
-    assert cli("config", "set", "conwayApiKey", "cnwy_k_status_test").code == 0
+    assert cli("config", "set", "conwayApiKey", input="cnwy_k_status_test").code == 0
     assert "unknown (no credit balance read yet)" in cli("status").stdout
 
 
