@@ -1,14 +1,10 @@
 """Removing and measuring directory trees that an untrusted command made.
 
-Both walks are iterative and hold a handful of fds (five at most) whatever the depth: one fd per level would hit the
-soft ``RLIMIT_NOFILE`` (often 1024) at a depth the command chooses. A child is opened by name relative to its
-parent's fd with ``O_NOFOLLOW``, so no path longer than one name reaches the kernel; going up opens ``..`` and checks
-it is the directory the walk came from (as fts(3) does), else the walk goes down again from the root by the names it
-recorded and forgets the levels that moved. Memory grows with the depth, never with the whole tree.
-
-Neither walk crosses into another filesystem: ``remove_tree`` does not empty a mount point (a bind mount would lose
-what it shows from elsewhere); a bind mount from the same filesystem is not seen. ``path.parent`` is the caller's and
-trusted; from ``path``'s own name down nothing is followed.
+Both walks are iterative and hold at most five fds whatever the depth (one per level would hit ``RLIMIT_NOFILE`` at a
+depth the command picks). A child is opened by name from its parent's fd with ``O_NOFOLLOW``; going up opens ``..``
+and checks it is the directory the walk came from (as fts(3) does), else goes down again from the root by the recorded
+names. Memory grows with the depth, never the tree. Neither walk enters another filesystem (``remove_tree`` does not
+empty a mount point; a same-filesystem bind mount is not seen). From ``path``'s own name down nothing is followed.
 """
 
 from __future__ import annotations
@@ -29,12 +25,10 @@ _PENDING_MAX = 10_000
 
 
 def remove_tree(path: Path) -> None:
-    """Remove the directory ``path`` and everything in it; a missing ``path`` is fine.
+    """Remove ``path`` and everything under it (a symlink or file: just it; missing: fine); links never followed.
 
-    Symlinks are unlinked, never followed; if ``path`` itself is a symlink or a file, just it is removed. Directories
-    left without access get mode 0700 first; entries that vanish meanwhile are fine. Any other failure does not stop the
-    removal: what can go, goes, then one ``OSError`` carries the errno and path of the first failure and how many
-    entries failed.
+    Directories without access get mode 0700 first; entries vanishing meanwhile are fine. Any other failure does
+    not stop it: what can go, goes, then one ``OSError`` names the first failure's errno and path and the count.
     """
     path = Path(path)
     if path.name in ("", ".", ".."):
@@ -50,11 +44,9 @@ def remove_tree(path: Path) -> None:
 
 
 def tree_size(path: Path) -> int:
-    """Disk use in bytes (``st_blocks * 512``, not apparent size) of the regular files under ``path``.
+    """Disk use in bytes (``st_blocks * 512``) of the regular files under ``path`` (or of ``path``, a file).
 
-    Hard links count once, symlinks are not followed, other filesystems are not entered, unreadable directories are not
-    counted, and a missing ``path`` measures 0. If ``path`` is a regular file, its own disk use.
-    """
+    Hard links count once; links, other filesystems and unreadable directories are left out; missing measures 0."""
     path = Path(path)
     try:
         parent_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
@@ -67,11 +59,9 @@ def tree_size(path: Path) -> int:
 
 
 def largest(path: Path, limit: int = 3) -> list[tuple[str, int]]:
-    """The ``limit`` biggest files and directories directly under ``path``, biggest first, ties by name.
+    """The ``limit`` biggest entries directly under ``path`` as ``(name, bytes)`` by ``tree_size``, biggest first.
 
-    Each is ``(name, bytes)`` as ``tree_size`` measures it, entry by entry (a file hard-linked from two entries counts
-    in both). Symlinks and entries on another filesystem are left out.
-    """
+    Ties go by name; a file hard-linked from two entries counts in both; links and other filesystems are left out."""
     path = Path(path)
     try:
         root_fd = os.open(path, _DIR_FLAGS)
@@ -96,10 +86,7 @@ class _Level:
 
 
 class _Walk:
-    """Depth-first walk of the directory open as ``root_fd``; subclasses say what happens in each directory.
-
-    ``levels[-1]`` is always the directory the hooks are called for.
-    """
+    """Depth-first walk of ``root_fd``; subclasses say what happens in each directory, ``levels[-1]``."""
 
     def __init__(self, root_fd: int) -> None:
         self.root_fd = root_fd
@@ -377,11 +364,8 @@ def _open_dir_as_owner(name: str, dir_fd: int) -> int:
 
 
 def _chmod_subdir(name: str, dir_fd: int, mode: int) -> None:
-    """chmod the subdirectory ``name`` without following a symlink.
-
-    An ``O_PATH`` fd needs no access to the directory, and fchmod refuses it,
-    so the mode goes through its /proc link (as glibc's own fallback does).
-    """
+    """chmod the subdirectory ``name`` without following a symlink, through an ``O_PATH`` fd's /proc link (fchmod
+    refuses such an fd, which needs no access to the directory; glibc falls back the same way)."""
     path_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
     try:
         os.chmod(f"/proc/self/fd/{path_fd}", mode)

@@ -1,8 +1,7 @@
 """Reusable daemon threads: work goes to an idle one, and a thread is started only when none is idle.
 
-A worker goes back to the idle list *before* it sets the events it was given, so sequential work never needs a
-second thread. When no thread can be started (the pids cgroup is full) the work runs in the caller, and a deadline
-or cancel the caller meant to keep cannot cut it short.
+A worker is idle again *before* it sets its events, so sequential work never needs a second thread. When no thread can
+be started (the pids cgroup full) the work runs in the caller, past any deadline or cancel the caller meant to keep.
 """
 
 from __future__ import annotations

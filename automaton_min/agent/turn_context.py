@@ -1,9 +1,7 @@
-"""The turn context builder: gathers a turn's parts from the stores, assembles them, compresses when told to (README:
-Memory, the context manager and compression).
+"""The turn context builder (README: Memory): a turn's parts from the stores, assembled, compressed when told to.
 
-Unfolded turns older than the ``LOADED_TURNS`` loaded ones are passed by the marker without a transcript (they stay
-in ``turns`` and in episodic memory). A fold whose model call fails or is not allowed uses compact references, so
-compression never fails a turn.
+Unfolded turns older than the ``LOADED_TURNS`` loaded ones are passed by the marker without a transcript (they stay in
+``turns`` and episodic memory). A fold whose model call fails or is not allowed uses compact references.
 """
 
 from __future__ import annotations

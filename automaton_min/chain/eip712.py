@@ -1,10 +1,8 @@
 """EIP-712 typed structured data: type encoding, struct hashing, the domain separator, signing.
 
-Works for any struct: nested structs, fixed and dynamic arrays (also nested),
-``string``, ``bytes``, ``bytes1``..``bytes32``, ``uint8``..``uint256``,
-``int8``..``int256``, ``address`` and ``bool``. Typed data is the JSON shape
-wallets use: ``{"types", "primaryType", "domain", "message"}``; when ``types``
-has no ``EIP712Domain`` entry it is derived from the domain's fields.
+Any struct: nested structs and arrays (fixed, dynamic, nested), ``string``, ``bytes``, ``bytes1``..``bytes32``,
+``(u)int8``..``(u)int256``, ``address``, ``bool``. Typed data is the wallets' JSON shape (``types``, ``primaryType``,
+``domain``, ``message``); ``EIP712Domain``, when ``types`` lacks it, is derived from the domain's fields.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The agent's EVM wallet: one secp256k1 key in ``wallet.json``.
+"""The agent's EVM wallet: one secp256k1 key in ``wallet.json`` (README: The home directory).
 
-The file format is the reference runtime's
-(``{"chainType":"evm","privateKey":"0x..","createdAt":"<ISO>"}``, mode 0600), so
-an existing wallet loads unchanged. The key lives only inside a ``Wallet`` object,
-which never renders it: not in ``repr``, ``str``, errors or logs.
-
-Deriving the address takes eth_keys (and the pydantic it brings, ~25 MB): it is derived when a wallet is made
-or set up and stored (``walletAddress`` in automaton.json); a wallet loaded with that address is checked against
-its key only when it first signs (``signing_key``).
+The key lives only inside a ``Wallet``, which never renders it (``repr``, ``str``, errors, logs). The address is
+derived (eth_keys) at setup and stored; a wallet loaded with it is checked against its key at its first signature.
 """
 
 from __future__ import annotations
@@ -51,8 +45,7 @@ class Wallet:
         register_secret("0x" + key.hex())
 
     def key_bytes(self) -> bytes:
-        """The raw 32-byte key, to recognise it (the key guard). Never log or return it; signers take
-        ``signing_key``."""
+        """The raw key, for the key guard to recognise; signers take ``signing_key``."""
         return self._key
 
     def signing_key(self) -> bytes:
@@ -91,9 +84,8 @@ def new_private_key() -> bytes:
 
 
 def load_wallet(path: Path, address: str | None = None) -> Wallet:
-    """Read ``wallet.json``; refuse files others can read, Solana wallets and malformed keys. ``address``: the
-    stored one (automaton.json's ``walletAddress``), taken as the wallet's until it signs; without it the
-    address is derived from the key."""
+    """Read ``wallet.json``, refusing files others can read, Solana wallets and malformed keys. ``address``
+    (``walletAddress``) is taken as the wallet's until it signs; without it the address is derived."""
     if not path.exists():
         raise WalletError(f"no wallet at {path}; run: automaton-min init")
     if not path.is_file():

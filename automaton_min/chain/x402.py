@@ -1,10 +1,5 @@
-"""The x402 wire format, protocol versions 1 and 2 (no I/O here).
+"""The x402 wire format, protocol versions 1 and 2 (README: Payments), no I/O.
 
-v1: the 402 body is ``{"x402Version": 1, "accepts": [...]}``; the payment goes in
-``X-PAYMENT``; the settlement comes back in ``X-PAYMENT-RESPONSE``.
-v2: the 402 carries a base64 JSON ``PAYMENT-REQUIRED`` header; the payment goes in
-``PAYMENT-SIGNATURE`` (echoing the chosen requirement as ``accepted``); the
-settlement comes back in ``PAYMENT-RESPONSE``.
 Amounts are always atomic units of the asset (USDC: 6 decimals), as the spec says.
 """
 

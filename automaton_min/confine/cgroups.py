@@ -1,11 +1,10 @@
-"""A cgroup for the agent's commands, where one can be had: limits the daemon does not share, and one place from which
-to kill them all.
+"""The commands' cgroup, where one can be had: limits the daemon does not share, one place to kill them all.
 
-On v1 (or hybrid) it is a child ``automaton-commands-<pid>`` of this process's cgroup in the writable memory and pids
-hierarchies. On pure v2 only a delegated leaf will do (writable, this process its only member): the process moves
-into a ``daemon`` child, ``+memory +pids`` are enabled, and the commands get a ``commands`` child. A failed step
-undoes the ones before it; ``CommandGroup.remove`` undoes them all. The commands get the lowest limit above less the
-daemon's share, or half of it when that is less than twice the share; with no limit above, none.
+v1 or hybrid: a child ``automaton-commands-<pid>`` of this process's cgroup in the writable memory and pids
+hierarchies. Pure v2: only a delegated leaf (writable, this process its only member); the process moves into a
+``daemon`` child, ``+memory +pids`` are enabled, the commands get ``commands``. A failed step undoes those before it;
+``CommandGroup.remove`` undoes all. Commands get the lowest limit above less the daemon's share (half that limit when
+it is under twice the share); no limit above, none.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Landlock through its three system calls (Linux >= 5.13), with ctypes and nothing else.
+"""Landlock through its three system calls (Linux >= 5.13), with ctypes alone; their numbers are the generic table's.
 
 A ruleset names the accesses it handles and, per directory or file, which stay allowed beneath it; a restricted
-process and its descendants are refused every other handled access and cannot ptrace processes outside the domain.
-From ABI 6 the domain is also scoped: no signals to, or abstract UNIX sockets with, processes outside it. The syscall
-numbers are the same on every architecture (the generic table).
+process and its descendants are refused every other handled access and cannot ptrace outside the domain. From ABI 6
+the domain is also scoped: no signals to, or abstract UNIX sockets with, processes outside it.
 """
 
 from __future__ import annotations

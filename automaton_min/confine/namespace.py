@@ -1,9 +1,7 @@
-"""The fallback where Landlock is missing: an unprivileged user + mount namespace that hides the home (README:
-Security).
+"""Where Landlock is missing, an unprivileged user + mount namespace hides the home (README: Security).
 
-The user namespace maps only the spawner's own uid and gid. Everything but the workspace and the private temp dir is
-remounted read-only (``read_only_except``), so neither the interpreter nor a ``.pth`` file a restarted spawner would
-run can be changed.
+It maps only the spawner's own uid and gid; all but the workspace and the private temp dir is remounted read-only, so
+neither the interpreter nor a ``.pth`` file a restarted spawner would run can be changed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""A seccomp filter, classic BPF assembled here and installed with ctypes, against what Landlock leaves open.
+"""A seccomp filter (classic BPF assembled here, installed with ctypes) against what Landlock leaves open.
 
-README (Security) lists what it refuses. Beyond that: ``socketcall`` is refused whole (its arguments are behind a
-pointer); a datagram ``socketpair`` too, as a connected datagram socket can still ``sendto`` a named one. For each
-protected pid, ``kill`` of its group (``-pid``) and of every process (``-1``) is refused as well, and so are
-``F_SETOWN_EX`` and the ``SIOCSPGRP`` ioctl. ``pidfd_send_signal`` answers ENOSYS (callers fall back to ``kill``):
-a pidfd cannot be traced back to its process here. A pid is compared as the kernel reads a ``pid_t``, the low 32
-bits. A process group the daemon is in without leading it must be passed too. The filter is inherited across fork
-and exec, and nothing can remove it.
+Beyond README (Security): ``socketcall`` is refused whole (its arguments are behind a pointer), and a datagram
+``socketpair`` (connected, it can still ``sendto`` a named one). Per protected pid, ``kill`` of its group and of -1,
+``F_SETOWN_EX`` and ``SIOCSPGRP`` are refused too; ``pidfd_send_signal`` answers ENOSYS (a pidfd cannot be traced to
+its process; callers fall back to ``kill``). Pids compare as a ``pid_t``, the low 32 bits. A process group the daemon
+is in without leading it must be passed too. The filter is inherited across fork and exec; nothing removes it.
 """
 
 from __future__ import annotations
@@ -228,11 +226,8 @@ class _SockFprog(ctypes.Structure):
 
 
 def install(protected: Collection[int] = ()) -> None:
-    """Filter this thread and everything it starts from now on; sets no_new_privs first, as the kernel requires.
-
-    Signals cannot reach the processes ``protected`` lists (ValueError for more than ``MAX_PROTECTED``), and that
-    holds for this process too: it cannot signal them (or every process, with -1) either.
-    """
+    """Filter this thread and all it starts (after no_new_privs). Nothing filtered, this thread included, can signal
+    ``protected`` (at most ``MAX_PROTECTED``, else ValueError) or every process (-1)."""
     instructions = program(native_arch(), protected)
     filters = (_SockFilter * len(instructions))(*instructions)
     fprog = _SockFprog(len(instructions), filters)

@@ -1,10 +1,8 @@
-"""The Conway control-plane API: credits, transfers, sandboxes (exec, files, ports), models.
+"""The Conway control-plane API (README: Clients): credits, transfers, sandboxes (exec, files, ports), models.
 
-The reference's wire format: the raw key in ``Authorization`` (no ``Bearer``), JSON bodies, answers read as JSON when
-the content type says so. Every failure is one ``ConwayError`` line naming the method, path and status, never the key.
-Unlike the reference, this client never retries by itself (its ``send`` does, by default ``conway_send()``), a
-balance answer without ``balance_cents``/``credits_cents`` is an error, not 0 credits, and ``list_models`` raises
-when the API fails instead of returning nothing.
+Every failure is one ``ConwayError`` line naming the method, path and status, never the key. Unlike the reference,
+the client never retries by itself (its ``send`` does: ``conway_send()`` by default), a balance answer without
+``balance_cents``/``credits_cents`` is an error, not 0 credits, and ``list_models`` raises when the API fails.
 """
 
 from __future__ import annotations

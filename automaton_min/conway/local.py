@@ -1,9 +1,8 @@
 """Local mode: the agent's commands and files on this machine, inside a workspace directory (README: Clients).
 
-A timeout ends the command's whole process group (SIGTERM, then SIGKILL after a grace period); the reference's left
-children running. Once the shell has exited, output still arriving is collected only briefly. Unconfined, jobs it
-left in the background go on running; the confined spawner passes ``sweep``, which ends every process the call
-started, and bounds the wait for the shell itself.
+A timeout ends the command's whole process group (SIGTERM, then SIGKILL after a grace period). Output arriving after
+the shell exited is collected only briefly. Unconfined, background jobs go on running; the confined spawner passes
+``sweep``, which ends every process the call started, and bounds the wait for the shell itself.
 """
 
 from __future__ import annotations

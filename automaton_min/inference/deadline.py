@@ -1,9 +1,8 @@
-"""One overall deadline for an inference call, and a way for a stop to cut it short.
+"""One overall deadline for an inference call, run on a reused worker, and a way for a stop to cut it short.
 
-The call runs on a reused worker; the caller waits for it, the deadline or ``cancel``. A call given up on is
-abandoned, not killed: its HTTP layer has the same deadline, so the worker ends soon after and a late answer is
-dropped. With no worker to be had (the pids cgroup full) the call runs in the caller, bounded by that HTTP deadline
-alone, and its answer counts even if a stop came meanwhile.
+A call given up on is abandoned, not killed: its HTTP layer has the same deadline, and a late answer is dropped. With
+no worker to be had (the pids cgroup full) it runs in the caller, bounded by that HTTP deadline alone, and its answer
+counts even if a stop came meanwhile.
 """
 
 from __future__ import annotations

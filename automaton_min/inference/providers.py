@@ -1,9 +1,8 @@
-"""Which provider serves a model, and the ``chat`` hook the router calls.
+"""Which provider serves a model (README: Clients), and the ``chat`` hook the router calls.
 
 First match wins: Ollama (with ``ollamaBaseUrl``); Anthropic (its provider or a ``claude-*`` model, with
 ``anthropicApiKey``); ``openaiBaseUrl`` (the user's own model, or any model not OpenAI's, Anthropic's or Conway's);
-OpenAI (with ``openaiApiKey``); else the Conway proxy with the raw key. Each provider has its own circuit breaker,
-and each chat call one Idempotency-Key, so a 429 or 5xx may be retried.
+OpenAI (with ``openaiApiKey``); else the Conway proxy with the raw key. Each provider has its own circuit breaker.
 """
 
 from __future__ import annotations

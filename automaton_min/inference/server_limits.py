@@ -1,10 +1,9 @@
 """Asking a local model server how much context it gives a model (README: Clients, Model registry).
 
-llama.cpp's ``n_ctx`` is one slot's, what one request gets (some builds put it at the top of ``/props``); vLLM is
-asked with the key, if it wants one; Ollama's small default applies unless ``num_ctx`` says otherwise (or
-``OLLAMA_CONTEXT_LENGTH``, which it does not report: ``modelStrategy.contextWindow`` then). ``root`` is the base URL
-without ``/v1``. Every function answers ``None`` when the server does not say, and raises ``NetworkError`` when it
-could not be asked.
+llama.cpp's ``n_ctx`` is one slot's (some builds put it at the top of ``/props``); vLLM is asked with the key if it
+wants one; Ollama's ``OLLAMA_CONTEXT_LENGTH`` is not reported (``modelStrategy.contextWindow`` then). ``root`` is the
+base URL without ``/v1``. Each function answers ``None`` when the server does not say, and raises ``NetworkError``
+when it could not be asked.
 """
 
 from __future__ import annotations

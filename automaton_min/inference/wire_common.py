@@ -44,10 +44,8 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def error_detail(body: bytes, secrets: Iterable[str | None] = ()) -> str:
-    """The most useful one-line description of an error body: a JSON ``error.message`` (OpenAI and
-    Anthropic both nest it so), a JSON ``message``/``error`` string, or else the start of the raw body
-    (an HTML error page from a proxy, plain text). Secrets are removed before anything is cut short, so
-    no part of one survives at the cut."""
+    """One line describing an error body: a JSON ``error.message`` (OpenAI's and Anthropic's), a JSON
+    ``message``/``error`` string, else the body's start. Secrets go before the cut, so no part of one survives it."""
     text = redact(body.decode("utf-8", "replace"), secrets)
     try:
         data = json.loads(text)
@@ -74,12 +72,9 @@ def post_json(
     timeout: float,
     secrets: Iterable[str | None],
 ) -> Any:
-    """POST ``payload`` and return the parsed JSON answer, or raise ``ProviderError``/``ProviderUnreachable``.
-
-    A body over ``MAX_ANSWER_BYTES`` is a ``ProviderError`` whatever its status, before it is parsed.
-    Every error message is one line, names the provider, and has the secrets removed (servers echo keys
-    back in 401 messages). A context overflow is ``ContextTooLong``; 401, 403 and 404 are ``ModelUnusable``
-    with the setting to change (``refusals``)."""
+    """POST ``payload``; the parsed JSON answer, or ``ProviderError`` (a body over ``MAX_ANSWER_BYTES`` too, unparsed),
+    ``ProviderUnreachable``, ``ContextTooLong``, or for 401/403/404 ``ModelUnusable`` naming the setting to change.
+    Every error is one line naming the provider, secrets removed (servers echo keys in 401s)."""
     secrets = tuple(secrets)
     try:
         response = send("POST", url, json=payload, headers=dict(headers), timeout=timeout)
@@ -116,10 +111,9 @@ HUGE_NUMBER = "tool arguments hold a whole number beyond 64 bits, or nest deeper
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str, str | None]:
     """Tool-call arguments as ``(arguments, raw_arguments, argument_error)``; never raises.
 
-    Accepted: a JSON object text, raw line breaks and tabs inside its strings too (small models write a poem's
-    lines so, and a grammar-constrained server lets them); an already-parsed object (some servers send one); empty
-    text or null (a call without arguments); a JSON string holding a JSON object (double-encoded, some local models).
-    Anything else gives ``{}`` and an error the loop returns to the model."""
+    Accepted: a JSON object's text (raw line breaks and tabs in its strings too, as small models write), an object
+    (some servers), empty text or null (no arguments), a JSON string holding an object (double-encoded). Anything else
+    gives ``{}`` and an error for the model."""
     if isinstance(value, dict):
         raw = json.dumps(value, ensure_ascii=False)
         return ({}, raw, HUGE_NUMBER) if _has_huge_integer(value) else (value, raw, None)
@@ -179,9 +173,8 @@ def _json_kind(value: Any) -> str:
 
 
 def arguments_text(call: ToolCall) -> str:
-    """The arguments to send back to a provider in the history: the model's own text when it was a valid
-    object, else the parsed (possibly empty) object as JSON. Invalid JSON is never sent back: some servers
-    (llama.cpp chat templates) parse it and fail the whole request."""
+    """The arguments to send back in the history: the model's text when a valid object, else the parsed object as
+    JSON, never invalid JSON (llama.cpp chat templates parse it and fail the request)."""
     if call.argument_error is None and call.raw_arguments.strip():
         try:
             if isinstance(json.loads(call.raw_arguments), dict):
@@ -192,12 +185,8 @@ def arguments_text(call: ToolCall) -> str:
 
 
 def unique_call_ids(provider_ids: list[Any]) -> list[str]:
-    """One id per call, unique within this answer (the loop stores calls by id; local models repeat ids or send none).
-
-    A call keeps a non-empty provider id no earlier call used; any other gets ``<provider id or "call">_<position>``,
-    with ``_2``, ``_3``... appended while taken. Deterministic, and unique within one answer only: a model that says
-    ``call_0`` every turn repeats ids across turns.
-    """
+    """One id per call, unique within this answer only (local models repeat ids or send none): a new non-empty provider
+    id is kept, any other becomes ``<provider id or "call">_<position>`` (``_2``, ``_3``... while taken)."""
     ids: list[str | None] = []
     taken: set[str] = set()
     for value in provider_ids:
@@ -231,12 +220,9 @@ def int_or_none(value: Any) -> int | None:
 
 
 def repair_tool_pairing(messages: Iterable[Message]) -> tuple[Message, ...]:
-    """Make every tool result answer a call of the assistant message before it, and every call answered.
-
-    Both APIs refuse an unpaired result or call with a 400, and trimmed histories and interrupted turns make them: a
-    result that answers no open call becomes user text ``[tool result <id>] ...``, a call left unanswered gets
-    ``MISSING_RESULT``. A well-formed conversation passes unchanged.
-    """
+    """Pair every tool result with a call of the assistant message before it, and every call with a result (both APIs
+    answer 400 otherwise): an orphan result becomes user text ``[tool result <id>] ...``, an unanswered call gets
+    ``MISSING_RESULT``. A well-formed conversation passes unchanged."""
     out: list[Message] = []
     open_calls: list[str] = []  # calls of the last assistant message not yet answered, in order
     orphans: list[Message] = []  # results inside the current run that answer no open call

@@ -1,8 +1,7 @@
-"""Turn classification: the reference's ``classifyTurn`` over this project's tool names; the first match wins.
+"""Turn classification (README: Memory): the reference's ``classifyTurn`` on this project's tools; first match wins.
 
-Two changes: only a turn whose calls all failed is ``error`` (one that also did something is classed by what it
-did, its episode's outcome ``partial``); a text-only answer to an inbox message is ``communication`` (the reference
-called a short answer idle and so forgot what it was told).
+A turn whose calls all failed is ``error``; one that also did something is classed by that (its outcome ``partial``);
+a text-only answer to an inbox message is ``communication`` (the reference called it idle and forgot what it read).
 """
 
 from __future__ import annotations

@@ -124,9 +124,8 @@ _counts: "weakref.WeakKeyDictionary[Database, dict[str, tuple[int, dict[str, int
 
 
 def _document_counts(db: "Database", table: str, terms: set[str], rows: int) -> dict[str, int]:
-    """How many rows of ``table`` hold each (stemmed) term, from the FTS5 vocabulary. Counts are remembered per
-    connection until the table grows by ``COUNTS_GENERATION`` rows: a word's share barely moves in between, and
-    the vocabulary lookup reads the word's whole posting list."""
+    """How many rows of ``table`` hold each stemmed term (FTS5 vocabulary, which reads whole posting lists), kept per
+    connection until the table grows by ``COUNTS_GENERATION`` rows."""
     generation = rows // COUNTS_GENERATION
     with _counts_lock:
         tables = _counts.setdefault(db, {})
@@ -146,12 +145,9 @@ def _document_counts(db: "Database", table: str, terms: set[str], rows: int) -> 
 
 
 def drop_common_words(db: "Database", table: str, words: list[str]) -> list[str]:
-    """Leave out words found in more than 5% of a table of 2,000 rows or more (they cost the most to rank and
-    tell the least), unless only such words are left: then the two rarest stay. Of the rest, the rarest are kept
-    within ``MAX_RANKED_TERMS`` and ``MAX_POSTINGS`` (bm25 is computed for every matching row).
-
-    Needs apsw's FTS5 tokenizer access (apsw 3.47 or newer) to look words up stemmed, as the index stores them;
-    without it the words are returned as they are.
+    """Leave out words in over 5% of a table of 2,000 rows or more (costly to rank, telling little), but keep the two
+    rarest when only such words are left; of the rest keep the rarest within ``MAX_RANKED_TERMS`` and
+    ``MAX_POSTINGS``. Without apsw's FTS5 tokenizer access (3.47+), to stem them as indexed, words come back as given.
     """
     tokenizer_of = getattr(db.connection, "fts5_tokenizer", None)
     if len(words) < 2 or tokenizer_of is None:
@@ -218,10 +214,8 @@ def ranked_search(
     params: Sequence[Any] = (),
     pool: int | None = None,
 ) -> list[Ranked[T]]:
-    """Rank ``table``'s rows matching ``query`` (free text) by ``combine``.
-
-    ``select`` lists the base table's columns (aliased ``t``); ``where`` adds conditions on ``t``.
-    """
+    """Rank ``table``'s rows matching free-text ``query`` by ``combine``; ``select`` and ``where`` name columns of the
+    base table, aliased ``t``."""
     if limit <= 0:
         return []
     match = match_expression(drop_common_words(db, table, query_words(query)))

@@ -1,13 +1,6 @@
-"""Metrics in memory: counters, gauges and histograms, safe from any thread.
+"""Metrics in memory, safe from any thread (README: Observability); ``snapshot()`` returns JSON-able data.
 
-A series is a name plus sorted ``key=value`` labels. Counters only grow; a gauge holds
-the last value set; a histogram keeps its last ``HISTOGRAM_WINDOW`` values (p50, p95
-and max are over those) and a count and sum over the whole run. ``snapshot()`` returns
-plain JSON-able data, which ``report_metrics`` stores in ``metric_snapshots``.
-
-The runtime records through the named methods below (``turn``, ``tool_call``,
-``inference``, ``policy_decision``, ``balances``, ``wake_latency``, ``heartbeat_task``);
-code that is given no metrics gets ``NO_METRICS``, which records nothing.
+The runtime records through the named methods below; code given no metrics gets ``NO_METRICS``, which records nothing.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The long-running process: wake cycles, and event-driven sleep between them (README: The service).
 
-A cycle that cannot write ``state.db`` (disk full, a failed write, a read-only file system) does not end the process:
-the failed transaction is rolled back and ``recover`` puts the turn's inbox messages back; then a disk reserve still
-held is released and the next cycle starts at once, or else one error names the file and the fix and the daemon
-waits ``STORAGE_RETRY_S`` or until woken.
+A cycle that cannot write ``state.db`` (disk full, a failed write, a read-only file system) does not end it: the
+transaction rolls back and ``recover`` puts the turn's inbox messages back; then a held disk reserve is released and
+the next cycle starts at once, or else one error names the file and the fix and it waits ``STORAGE_RETRY_S`` or a wake.
 """
 
 from __future__ import annotations
@@ -37,12 +36,9 @@ class Cycle(Protocol):
 class Signals:
     """The events the daemon waits on; handlers and other threads only ever set them.
 
-    ``stop``: finish the turn and exit. ``abandon``: the grace period ran out, cut the turn off (set by the
-    ``shutdown-grace`` thread, started ahead of time by ``install``, ``grace_s`` after ``stop``; ``on_abandon``
-    callbacks then run, e.g. cancelling the running command). ``on_stop`` callbacks run when the stop is asked for
-    (cutting the HTTP calls that need not finish). No thread is started at stop, when the process
-    may have none left to start. ``wake``: look at the wake events now. ``on_nudge`` callbacks run on SIGUSR1
-    too (the scheduler re-reads its schedule)."""
+    ``stop``: finish the turn and exit (``on_stop`` then runs: cutting calls that need not finish). ``abandon``: set
+    ``grace_s`` after ``stop`` by the ``shutdown-grace`` thread ``install`` starts ahead (no thread is started at stop);
+    ``on_abandon`` then runs. ``wake``: look at the wake events now; ``on_nudge`` also runs on SIGUSR1."""
 
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -93,13 +89,9 @@ class Signals:
             callback()
 
     def install(self) -> None:
-        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only);
-        start the grace watcher.
-
-        The Python handlers do nothing: the interpreter writes each signal's number to a pipe (``set_wakeup_fd``)
-        and the ``signals`` thread acts on it. A handler that set the events itself runs on the main thread
-        between two bytecodes, possibly while that thread holds the same event's lock (inside ``wake.wait`` or
-        ``wake.clear``): the handler then waited on that lock for ever and SIGTERM never stopped the daemon."""
+        """Route SIGTERM/SIGINT to stop (a second one exits at once) and SIGUSR1 to nudge (main thread only); start the
+        grace watcher. Handlers do nothing: the ``signals`` thread reads the ``set_wakeup_fd`` pipe, since a handler
+        setting an event could run while the main thread holds that event's lock, and wait for ever."""
         read_fd, write_fd = os.pipe()
         os.set_blocking(write_fd, False)
         for signum in HANDLED:
@@ -152,11 +144,9 @@ def serve(cycle: Cycle, signals: Signals, sleep_until: Callable[[], str | None],
           release_reserve: Callable[[], bool] | None = None) -> int:
     """Run wake cycles until stopped; returns the process exit code.
 
-    ``take_wakes`` consumes the pending wake events and returns their reasons (none: every wake counts);
-    ``tick`` is called at least every ``tick_s`` seconds while asleep and between cycles (the watchdog's sign of
-    life; without it the sleep is one uninterrupted wait); ``status`` hears what the daemon is doing (systemd's
-    STATUS=). ``recover`` runs before the cycle that follows a failure to write ``storage`` (module doc), which
-    comes at once when ``release_reserve`` could give back room held for this (the disk reserve)."""
+    ``take_wakes`` consumes pending wake events, returning their reasons (none given: every wake counts); ``tick``
+    runs at least every ``tick_s`` while asleep and between cycles (the watchdog); ``status`` hears systemd's STATUS=.
+    ``recover`` runs before the cycle after a failed write to ``storage``, at once if ``release_reserve`` freed room."""
     early = take_wakes() if take_wakes else []
     reason = "; ".join(["the runtime started", *early])
     cycles = 0

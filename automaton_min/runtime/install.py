@@ -1,9 +1,7 @@
-"""Installing the agent as a systemd service: the unit, the system user, and the home moved into the state directory
-(README: The service).
+"""Installing the agent as a systemd service (README: The service): the unit, the system user, the home moved.
 
-``plan_install`` checks everything and returns the steps; ``apply`` runs them. The unit is
-``systemd/automaton-min.service`` (bundled beside this module) with the binary in ``ExecStart=``. ``root`` prefixes
-every system path (``/etc/passwd`` through ``useradd --prefix``), so tests install into a temporary directory.
+``plan_install`` checks everything and returns the steps; ``apply`` runs them. ``root`` prefixes every system path
+(``/etc/passwd`` through ``useradd --prefix``), so tests install into a temporary directory.
 """
 
 from __future__ import annotations

@@ -61,13 +61,10 @@ def sandbox_for(
     home: Path | None = None,
     own_cgroup: bool = False,
 ) -> Sandbox:
-    """The sandbox ``config`` describes (anything with ``.get(key)``: a ``Config`` or a dict).
-
-    Local mode (no ``sandboxId``, or, given ``home``, the one this daemon runs in) runs in ``workspace`` (default: the
-    user's home directory, as in the reference); given the agent's ``home`` (the running agent always passes it),
-    local commands are confined so they cannot reach it. Remote mode uses ``client``, or builds one from
-    ``conwayApiUrl``/``conwayApiKey`` and ``send``. ``own_cgroup``: give local commands a cgroup of their own.
-    """
+    """The sandbox ``config`` (anything with ``.get``) describes. Local mode (no ``sandboxId``, or, given ``home``, the
+    one this daemon runs in) runs in ``workspace`` (default: the user's home), confined away from ``home`` when given
+    (the running agent always gives it; ``own_cgroup``: a cgroup of their own). Remote mode uses ``client``, or one
+    built from ``conwayApiUrl``/``conwayApiKey`` and ``send``."""
     sandbox_id = config.get("sandboxId")
     own = _own_sandbox_id() if home is not None and not is_local_sandbox_id(sandbox_id) else ""
     if is_local_sandbox_id(sandbox_id) or (own and str(sandbox_id).strip() == own):

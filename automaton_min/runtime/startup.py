@@ -1,9 +1,5 @@
-"""Money at start, before the first cycle: resolve open payment intents from the chain, then the bootstrap top-up.
-
-Both steps share one time budget (60 s): every request's timeout is cut to what is
-left, and the payer signs nothing without enough time for the paid request, so start
-is never held longer and no payment is left running in the background. A step that
-fails (node or API down, time up) is logged and start goes on.
+"""Money at start, before the first cycle (README: Payments): open payment intents resolved from the chain, then the
+bootstrap top-up, within one 60 s budget. A step that fails (node or API down, time up) is logged and start goes on.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Before ``run`` starts: the home, and the database wherever it lives, must be writable by this process.
 
-The check tries the real thing (a file created and removed in each directory the agent writes to, the existing files
-opened for writing, unchanged), so root without CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel
-judges them; before it, a read-only home failed on whichever file came first, with no word on the fix.
+The check tries the real thing (a file created and removed in each directory written to, existing files opened for
+writing), so root without CAP_DAC_OVERRIDE, ACLs and read-only mounts are judged as the kernel judges them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The inbox (``inbox_messages``): messages from the relay and the creator, each handled exactly once.
+"""The inbox (``inbox_messages``, README: The agent): messages from the relay and the creator, each handled once.
 
 Every change is one guarded ``UPDATE`` of rows in the expected state, so two connections never claim or settle the
-same row. Claims also require ``processed_at IS NULL``: rows an older reference runtime processed before its v4 added
-``status`` (they read ``received``) are not handled again, and the reference's partial index
-``idx_inbox_unprocessed`` serves the claim. Id lists travel as one JSON parameter (``json_each``).
+same row. Claims also require ``processed_at IS NULL`` (rows an older reference processed before its ``status``
+column read ``received``), which the reference's index ``idx_inbox_unprocessed`` serves. Id lists travel as one JSON
+parameter (``json_each``).
 """
 
 from __future__ import annotations
@@ -69,10 +69,8 @@ def _ids_param(ids: Iterable[str]) -> str:
 def insert_message(db: "Database", id: str, from_address: str, content: str, *, raw_content: str | None = None,
                    to_address: str | None = None, reply_to: str | None = None, received_at_ms: int,
                    signed_by: str | None = None) -> bool:
-    """Store a new message as ``received``; False (and nothing written) when its id is already there.
-
-    ``signed_by`` is the relay signer verified at intake (lowercase), never a claimed sender.
-    """
+    """Store a new message as ``received``; False (nothing written) when its id is there. ``signed_by``: the signer
+    verified at intake (lowercase), never a claimed sender."""
     db.execute(
         "INSERT INTO inbox_messages (id, from_address, content, raw_content, to_address, reply_to, received_at,"
         " status, retry_count, max_retries, signed_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
@@ -84,12 +82,8 @@ def insert_message(db: "Database", id: str, from_address: str, content: str, *, 
 
 
 def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[InboxMessage]:
-    """Take up to ``limit`` claimable messages, oldest first, and mark them ``in_progress``.
-
-    One transaction and one ``UPDATE ... RETURNING``: the selection and the marking cannot be split by another
-    connection. The messages carry the incremented ``retry_count``. ``now_ms`` matches the loop's
-    ``claim_inbox(now_ms)`` hook; claiming writes no timestamp.
-    """
+    """Take up to ``limit`` claimable messages, oldest first, as ``in_progress`` with the incremented ``retry_count``
+    (one ``UPDATE ... RETURNING``, so no connection can split them). ``now_ms`` only fits the loop's hook."""
     if limit <= 0:
         return []
     with db.transaction():
@@ -106,11 +100,8 @@ def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[Inbo
 
 
 def mark_processed(db: "Database", ids: Iterable[str], now_ms: int) -> int:
-    """Mark claimed messages ``processed``; returns how many changed.
-
-    It opens no transaction of its own: inside the turn's, it commits with the turn or not at all. Only ``in_progress``
-    rows change, so a message cannot be processed twice.
-    """
+    """Mark ``in_progress`` messages ``processed`` (never twice); how many changed. No transaction of its own: it
+    commits with the turn's."""
     param = _ids_param(ids)
     if param == "[]":
         return 0
@@ -129,10 +120,8 @@ _RELEASE = (
 
 
 def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, int]:
-    """After a failed turn: its messages go back to ``received``, or to ``failed`` when out of retries.
-
-    Returns ``(released, failed)``. Only ``in_progress`` rows change.
-    """
+    """After a failed turn, its ``in_progress`` messages go back to ``received`` (``failed`` when out of retries);
+    returns ``(released, failed)``."""
     param = _ids_param(ids)
     if param == "[]":
         return (0, 0)
@@ -143,9 +132,7 @@ def release_after_failed_turn(db: "Database", ids: Iterable[str]) -> tuple[int, 
 
 
 def return_unread(db: "Database", ids: Iterable[str]) -> int:
-    """Put claimed messages back as ``received`` without counting the claim as a try; returns how many. For a turn that
-    never reached the model (a budget refused it): nobody read them.
-    """
+    """Put claimed messages back as ``received``, the try not counted (a budget refused the turn); how many."""
     param = _ids_param(ids)
     if param == "[]":
         return 0
@@ -159,9 +146,8 @@ def return_unread(db: "Database", ids: Iterable[str]) -> int:
 
 
 def return_in_flight(db: "Database") -> int:
-    """Put back every ``in_progress`` row, its try given back and no crash counted; returns how many. For a live process
-    whose turn could not be written (a full disk); call it only when no turn is under way.
-    """
+    """Put back every ``in_progress`` row, no try or crash counted (a turn not written: a full disk); how many.
+    Only when no turn is under way."""
     with db.transaction():
         rows = db.query("UPDATE inbox_messages SET status = 'received', retry_count = MAX(retry_count - 1, 0)"
                         " WHERE status = 'in_progress' RETURNING id")
@@ -169,11 +155,8 @@ def return_in_flight(db: "Database") -> int:
 
 
 def reclaim_stale(db: "Database") -> int:
-    """Put back every row a crashed process left ``in_progress``, the try given back; returns how many.
-
-    Call it once at start, before the loop claims anything (no live turn owns a row then). A row that was in flight at
-    ``POISON_CRASHES`` crashes becomes ``failed``.
-    """
+    """Put back every row a crash left ``in_progress``, the try given back (``failed`` at ``POISON_CRASHES``
+    crashes); how many. Once at start, before the loop claims anything."""
     with db.transaction():
         rows = db.query(
             "UPDATE inbox_messages SET retry_count = MAX(retry_count - 1, 0), crash_count = crash_count + 1,"
@@ -189,11 +172,8 @@ def get_message(db: "Database", id: str) -> InboxMessage | None:
 
 
 def prune_processed(db: "Database", older_than_ms: int) -> int:
-    """Retention: delete ``processed`` and ``failed`` rows older than the cutoff; returns how many.
-
-    Age is ``processed_at``, else ``received_at`` (failed rows). A row with ``processed_at`` is processed whatever its
-    status says (an older reference runtime's); rows still to handle are never deleted, however old.
-    """
+    """Delete ``processed`` and ``failed`` rows (and any with ``processed_at``: an older reference's) older than the
+    cutoff by ``processed_at``, else ``received_at``; how many. Rows still to handle are never deleted."""
     db.execute(
         "DELETE FROM inbox_messages WHERE (status IN ('processed', 'failed') OR processed_at IS NOT NULL)"
         " AND status != 'in_progress' AND COALESCE(processed_at, received_at) < ?",

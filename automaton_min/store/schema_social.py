@@ -1,11 +1,9 @@
-"""Tables of the social relay and creator approvals (migration 106; ``sent_messages`` and ``crash_count`` 109;
-``known_payees`` and ``pending_approvals.reason`` 110).
+"""Tables of the social relay and creator approvals (migration 106; ``sent_messages``, ``crash_count`` 109;
+``known_payees``, ``pending_approvals.reason`` 110; README: Social relay).
 
-``inbox_messages.signed_by`` is the signer verified at intake (lowercase; NULL: unsigned): authority is decided from
-it when the loop claims the message, against the creator address configured then. ``social_outbound`` has a row per
-send attempt (the rolling hour the daemon and the CLI share); ``sent_messages`` is keyed by the id derived from the
-turn and the call, so a replayed turn does not send again; ``crash_count`` counts the crashes with the message in
-flight, which are not tries. Relay replay keys live in ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``).
+``inbox_messages.signed_by`` (lowercase; NULL: unsigned) decides authority at claim, against the creator configured
+then. ``sent_messages`` is keyed by the turn-and-call id, so a replayed turn does not send again; ``crash_count`` counts
+crashes with the message in flight, not tries. Replay keys: ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``).
 """
 
 from __future__ import annotations

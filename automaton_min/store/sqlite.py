@@ -72,12 +72,8 @@ class Database:
 
     @contextmanager
     def transaction(self, *, durable: bool = False) -> Iterator["Database"]:
-        """Commit everything in the block at once, or nothing if it raises.
-
-        The outermost block takes the write lock up front (``BEGIN IMMEDIATE``); nested blocks are savepoints.
-        ``durable=True`` syncs this commit to disk (``synchronous=FULL``), for records that must survive a power cut,
-        such as payment intents.
-        """
+        """Commit the block at once, or nothing if it raises. The outermost takes the write lock up front (``BEGIN
+        IMMEDIATE``), nested ones are savepoints; ``durable=True`` syncs the commit (``synchronous=FULL``: intents)."""
         if threading.get_ident() != self._owner:
             raise RuntimeError("a Database belongs to the thread that opened it")
         if self._depth:
@@ -183,9 +179,8 @@ _STORED_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]
 
 
 def normalize_timestamps(db: "Database", table: str, columns: Sequence[str]) -> None:
-    """Rewrite date-time text in ``columns`` into the one stored format; values that are not date-times are left alone.
-    (The reference wrote both ``2026-02-19 14:00:00`` and ``2026-02-19T14:00:00.000Z``, which compare wrongly as text.)
-    """
+    """Rewrite date-time text in ``columns`` (the reference wrote ``2026-02-19 14:00:00`` and ``...T14:00:00.000Z``,
+    which compare wrongly) into the one stored format; other values are left alone."""
     for column in columns:
         db.execute(
             f"UPDATE {table} SET {column} = strftime('%Y-%m-%dT%H:%M:%fZ', {column})"

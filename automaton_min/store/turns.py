@@ -1,9 +1,8 @@
-"""The ``turns`` and ``tool_calls`` tables: one row per turn, one per tool call.
+"""The ``turns`` and ``tool_calls`` tables: one row per turn, one per tool call (also in ``turns.tool_calls`` as JSON).
 
-``turns.tool_calls`` also holds the calls as JSON (the reference's readers use it). A tool-call row's key is
-``<turn id>_<position>``; the provider's id (often ``call_0`` every turn) stays in the JSON. ``turns.ending`` is
-JSON: ``ended`` (``slept``, ``idle``, ``refused``, ``warned``, ``went on``, ``stopped``) with ``seconds`` and
-``reason`` where they apply; a failed turn's ending (``failed``) goes to ``failed_turns``.
+A tool-call row's key is ``<turn id>_<position>``; the provider's id (often ``call_0`` every turn) stays in the JSON.
+``turns.ending`` is JSON: ``ended`` (``slept``, ``idle``, ``refused``, ``warned``, ``went on``, ``stopped``) with
+``seconds`` and ``reason`` where they apply; a failed turn's ending (``failed``) goes to ``failed_turns``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Wake events (table ``wake_events``): what asks a sleeping agent to wake, stored once and consumed once (README: The
-service).
+"""Wake events (``wake_events``, README: The service): what asks a sleeping agent to wake, stored and consumed once.
 
-Events whose work a cycle has already picked up (messages the loop claimed before a turn) do not cut the next sleep
-short: ``take_pending`` drops them by source and time.
+Events whose work a cycle already picked up (messages claimed before a turn) do not cut the next sleep short:
+``take_pending`` drops them by source and time.
 """
 
 from __future__ import annotations

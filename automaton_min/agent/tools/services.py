@@ -1,9 +1,8 @@
-"""The collaborators the built-in tools use, as one typed object (``ToolServices``), and the protocols of those
-that are not plain classes of this package.
+"""The collaborators the built-in tools use, as one typed object (``ToolServices``), and protocols for those that
+are not plain classes of this package.
 
-The runtime builds it once (``runtime.agent_runtime``); the loop gives each turn a copy with that turn's
-``LoopControl``. A tool asks for a service with ``loop_control.need``, which fails with a message naming the missing
-one (the sandbox is absent in a unit test, ``conway`` in local mode without an API key, ``relay`` without a relay).
+The runtime builds it once; each turn gets a copy with its ``LoopControl``. ``loop_control.need`` fails with a
+message naming a missing service (the sandbox in a unit test, ``conway`` without an API key, ``relay`` without one).
 """
 
 from __future__ import annotations

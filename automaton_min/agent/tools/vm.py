@@ -1,9 +1,8 @@
 """Sandbox tools: exec, read_file, write_file, expose_port, remove_port, create_sandbox, list_sandboxes.
 
-What ``exec`` and ``read_file`` return is external content: plain text the loop sanitizes once. Guards that need no
-policy engine: ``read_file`` refuses files that hold secrets (the wallet, the configuration, the API key, ``.env``,
-keys and certificates), through a symlink too; ``write_file`` stays inside the workspace (``/root`` in a Conway
-sandbox) and never overwrites the runtime's own files (SOUL.md has ``update_soul``).
+``exec`` and ``read_file`` return external content, which the loop sanitizes once. Without the policy engine,
+``read_file`` refuses secret files (through a symlink too), and ``write_file`` stays inside the workspace (``/root``
+in a Conway sandbox) and never overwrites the runtime's own files (SOUL.md has ``update_soul``).
 """
 
 from __future__ import annotations
