@@ -304,11 +304,8 @@ def _preview(value: Any) -> str:
 
 @dataclass
 class Config:
-    """A loaded configuration.
-
-    ``stored`` is what ``automaton.json`` holds (defaults merged under it); ``values``
-    adds the process-only layers (environment overrides, the provisioned API key).
-    """
+    """A loaded configuration: ``stored`` is ``automaton.json`` over the defaults; ``values`` adds the process-only
+    layers (environment overrides, the provisioned API key)."""
 
     stored: dict[str, Any]
     values: dict[str, Any] = field(default_factory=dict)

@@ -9,11 +9,8 @@ from pathlib import Path
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temp file, fsync and rename.
-
-    The temp file gets ``mode`` before any byte is written, so a secret is never readable by others, even briefly. With
-    ``replace=False`` an existing file is left alone and ``FileExistsError`` is raised (no-clobber via ``link``).
-    """
+    """Write ``data`` to ``path`` through a temp file (``mode`` set before the first byte), fsync and rename; with
+    ``replace=False`` an existing file stays and ``FileExistsError`` is raised."""
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -32,11 +32,8 @@ class Workers:
         self._numbers = itertools.count(1)
 
     def submit(self, work: Work, *done: threading.Event) -> bool:
-        """Run ``work`` on a worker, then set every ``done`` event; True when a thread took it.
-
-        False: no thread could be started and ``work`` already ran inline (an exception it raised propagates,
-        after the events are set). On a worker, ``work`` hands back its own outcome; an exception it lets
-        escape is logged."""
+        """Run ``work`` on a worker, then set every ``done``; True when a thread took it (an exception escaping is
+        logged). False: ``work`` already ran inline, and its exception propagates after the events are set."""
         with self._lock:
             idle = self._idle.pop() if self._idle else None
         if idle is not None:

@@ -81,12 +81,8 @@ class KeyGuard:
         return "".join(pieces)
 
     def in_arguments(self, arguments: Any) -> bool:
-        """True when any text in a tool call's arguments (values and keys, at any depth) holds key material.
-
-        The model never needs the key for anything, so a call that carries it is refused before it runs: only a
-        model that got the key somewhere (a leak, a compromised provider) could write it, and it must not be able
-        to post it, message it, fetch it out in a URL or header, or write it down.
-        """
+        """True when any text in a tool call's arguments (keys and values, any depth) holds key material: the model
+        never needs the key, so such a call is refused before it runs."""
         texts: list[str] = []
 
         def collect(value: Any) -> None:

@@ -37,11 +37,8 @@ Nothing recorded yet.
 
 
 def rename_soul(text: str, old_name: str | None, new_name: str) -> str:
-    """``text`` with the title line and the ``- Name:`` line naming ``new_name``; everything else kept.
-
-    A title or name line is replaced when it names ``old_name`` (or, for a soul a
-    failed setup left behind, ``None``); lines the agent wrote itself stay as they are.
-    """
+    """``text`` with its title and ``- Name:`` lines naming ``new_name`` where they named ``old_name`` (or ``None``,
+    left by a failed setup); everything else, lines the agent wrote too, kept."""
     stale = {"#", "# None", f"# {old_name}"}
     lines = text.split("\n")
     for index, line in enumerate(lines):

@@ -64,11 +64,8 @@ def read_agent_state(db: "Database") -> str:
 
 
 def set_agent_state(db: "Database", new: str, now_ms: int, *, reason: str, funded: bool = False) -> bool:
-    """Move to ``new``; True when the stored state changed; ``InvalidTransition`` for a move the table refuses.
-
-    KV ``agent_state`` is written only on a real change (an SD card wears with every write), with the read in one
-    transaction. ``funded`` (``SurvivalAssessment.funding_arrived``) must be True to leave ``dead``.
-    """
+    """Move to ``new``; True when the stored state changed (written only then: SD cards wear); ``InvalidTransition``
+    for a move the table refuses. Leaving ``dead`` needs ``funded`` (``SurvivalAssessment.funding_arrived``)."""
     if new not in AGENT_STATES:
         raise InvalidTransition(read_agent_state(db), new)
     if read_agent_state(db) == new:  # the common case (every turn): no lock, no write

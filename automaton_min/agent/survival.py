@@ -82,12 +82,9 @@ def assess(reading: FinancialReading, previous_tier: str | None, current_state: 
 
 
 class FinancialCache:
-    """Credits and USDC, read at most every ``min_interval_s`` seconds each; last good values on failure.
-
-    ``read_credits()`` returns cents or an object with ``cents`` and ``fresh`` (``CreditsReading``); ``read_usdc()``
-    atomic USDC, or is None (no RPC node: USDC unknown). A failed read is logged and not retried before the interval
-    (an outage must not cost a timeout per turn). ``invalidate()`` makes the next ``reading()`` ask both again.
-    """
+    """Credits and USDC, each read at most every ``min_interval_s`` (a failure too: an outage costs no timeout per
+    turn), last good values kept. ``read_credits()``: cents or a ``CreditsReading``; ``read_usdc``: atomic USDC, or
+    None (no RPC node). ``invalidate()`` makes the next ``reading()`` ask both again."""
 
     def __init__(self, read_credits: Callable[[], Any], read_usdc: Callable[[], int] | None, *, now: Clock,
                  min_interval_s: float = DEFAULT_REFRESH_S) -> None:

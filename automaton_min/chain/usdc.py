@@ -52,11 +52,8 @@ def require_chain(rpc_url: str, network: Network, timeout: float = 10.0) -> None
 
 
 def usdc_balance(rpc_url: str, address: str, network: Network = BASE, timeout: float = 10.0) -> int:
-    """``balanceOf(address)`` of the network's USDC contract, in atomic units.
-
-    Any failure raises ``RpcError``: an unreachable node, or one on another chain,
-    is never a zero balance.
-    """
+    """``balanceOf(address)`` of the network's USDC contract, in atomic units; any failure (a node unreachable or on
+    another chain) raises ``RpcError``, never reads as zero."""
     require_chain(rpc_url, network, timeout)
     owner = bytes.fromhex(to_checksum_address(address)[2:]).rjust(32, b"\0")
     raw = eth_call(rpc_url, network.usdc, BALANCE_OF_SELECTOR + owner, timeout)

@@ -76,11 +76,8 @@ _SUGGESTED_COMMAND = re.compile(r"(?<![\w/.~-])automaton-min (?=[a-z])")
 
 
 def with_home(text: str, ctx: click.Context) -> str:
-    """``text`` with each suggested ``automaton-min <command>`` naming ``--home`` when a non-default one was given.
-
-    Only a ``--home`` typed on the command line is repeated: a home chosen with
-    ``AUTOMATON_HOME`` stays chosen while the variable is set.
-    """
+    """``text`` with each suggested ``automaton-min <command>`` naming the ``--home`` typed on the command line, if any
+    (a home chosen with ``AUTOMATON_HOME`` stays chosen while the variable is set)."""
     root = ctx.find_root()
     if root.get_parameter_source("home") is not ParameterSource.COMMANDLINE or not root.obj:
         return text

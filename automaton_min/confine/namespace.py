@@ -41,11 +41,8 @@ def _write(path: str, text: str) -> None:
 
 
 def hide_home(home: Path, workspace: Path, staging: Path) -> None:
-    """In a new user+mount namespace: ``home`` becomes an empty tmpfs holding only ``workspace``.
-
-    ``staging`` is an empty directory outside the home (in the private temp dir) used to carry the workspace
-    across while the home is covered.
-    """
+    """In a new user+mount namespace, ``home`` becomes an empty tmpfs holding only ``workspace`` (carried across by way
+    of ``staging``, an empty directory outside the home)."""
     uid, gid = os.geteuid(), os.getegid()
     check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
     _write("/proc/self/setgroups", "deny")

@@ -71,10 +71,8 @@ def reap() -> int:
 
 def end_tree(root: int, *, include_root: bool = False, spare: Collection[int] = (), within_s: float = END_WITHIN_S,
              reap_any: bool = True) -> int:
-    """Stop, then kill, every process below ``root`` (and ``root`` itself with ``include_root``) except ``spare``;
-    with ``reap_any``, collect every ended child of this process meanwhile (only where no one else waits for
-    them). Returns how many were killed. Bounded by ``within_s``: what is still there then is left to the next
-    call."""
+    """Stop, then kill, every process below ``root`` (``include_root``: it too) but ``spare``, within ``within_s`` (the
+    rest is the next call's); returns how many died. ``reap_any`` (where nothing else waits): reap any ended child."""
     deadline = time.monotonic() + within_s
     stopped: list[int] = [root] if include_root else []
     for pid in stopped:

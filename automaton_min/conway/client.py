@@ -278,9 +278,8 @@ class ConwayClient:
     # ------------------------------------------------------------------ credits
 
     def credits_balance(self) -> int:
-        """The credit balance in cents, from ``balance_cents``, else ``credits_cents``; an answer with neither is an
-        error, never 0. With a ``db``, it is kept in KV ``last_known_balance`` for ``credits``/``cached_credits``.
-        """
+        """The balance in cents (``balance_cents``, else ``credits_cents``; neither: an error, never 0), kept in KV
+        ``last_known_balance`` when there is a ``db``."""
         path = "/v1/credits/balance"
         data = self._object("GET", path, self._request("GET", path))
         raw = _first(data, "balance_cents", "credits_cents")
@@ -293,11 +292,8 @@ class ConwayClient:
         return cents
 
     def credits(self) -> CreditsReading:
-        """The balance, live when the API answers, else the last known one (``fresh=False``).
-
-        Only an outage falls back (no answer, 408/429/5xx, an unusable answer); a refusal such as 401, or an outage with
-        nothing to fall back on, propagates: an outage never reads as zero credits.
-        """
+        """The balance, live, or after an outage (no answer, 408/429/5xx, an unusable answer) the last known one
+        (``fresh=False``); a refusal such as 401, or an outage with nothing known, propagates."""
         try:
             cents = self.credits_balance()
         except ConwayError as exc:
@@ -328,9 +324,8 @@ class ConwayClient:
         set_value(self.db, BALANCE_KEY, orjson.dumps({"cents": cents, "at": to_iso(now)}).decode(), now)
 
     def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None) -> TransferResult:
-        """Send credits to another address, at most once: POST ``/v1/credits/transfer``, then ``/v1/credits/transfers``
-        if the first answers 404, both with the same ``Idempotency-Key``; no retries.
-        """
+        """Send credits at most once: ``/v1/credits/transfer``, on a 404 ``/v1/credits/transfers``, one Idempotency-Key,
+        no retries."""
         if _int(amount_cents) is None or amount_cents <= 0:
             raise ValueError(f"amount_cents must be a positive whole number, got {amount_cents!r}")
         payload: dict[str, Any] = {"to_address": to_address, "amount_cents": int(amount_cents)}
@@ -367,10 +362,8 @@ class ConwayClient:
     # ------------------------------------------------------------------ sandboxes
 
     def exec(self, command: str, timeout_s: float | None = None, *, sandbox_id: str | None = None) -> ExecResult:
-        """Run ``command`` in the sandbox (in ``/root``), at most once: a fresh Idempotency-Key, no retries.
-
-        A 403 raises ``ExecRefused``; the command is never run locally instead.
-        """
+        """Run ``command`` in the sandbox (in ``/root``) at most once (a fresh Idempotency-Key, no retries); a 403
+        raises ``ExecRefused``, never a local run instead."""
         timeout = DEFAULT_EXEC_TIMEOUT_S if timeout_s is None else float(timeout_s)
         if timeout <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")

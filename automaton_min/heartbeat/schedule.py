@@ -146,12 +146,8 @@ def failure_streak(db: "Database", name: str) -> int:
 def record(db: "Database", row: ScheduleRow, result: str, *, started_ms: int, completed_ms: int, duration_ms: int,
            error: str | None, owner: str | None, release: bool = True, routine: bool = False,
            retry_in_ms: int | None = None) -> int | None:
-    """Write one history row and the schedule's outcome; returns the retry time set, if any.
-
-    ``routine`` (a success that asked for nothing, after a success) changes only the schedule row: history keeps the
-    other outcomes (README: Heartbeat). A failure is retried 30 s later while retries are left (the reference counted
-    the failure just written and never retried); ``retry_in_ms`` (a remote part's back-off) sets the next run instead.
-    """
+    """Write the history row (none for a ``routine`` success after a success) and the schedule's outcome; returns the
+    retry time set: 30 s after a failure while retries are left, or ``retry_in_ms`` (a remote part's back-off)."""
     retry_at = None
     with db.transaction():
         if not (routine and result == "success" and row.last_result == "success"):

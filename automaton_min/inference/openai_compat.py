@@ -118,11 +118,8 @@ def _tool_calls(entries: Any) -> tuple[ToolCall, ...]:
 
 
 def parse_chat_completion(body: Any, provider_name: str, model: str = "") -> ChatResult:
-    """A chat-completions answer as a ``ChatResult``.
-
-    ``content: null`` -> ""; content parts -> their text joined; a refusal with no content -> the refusal
-    text; missing usage -> ``Usage(None, None)``; ``finish_reason`` missing -> "stop"; unknown fields ignored.
-    No ``choices`` (or an empty list, or a choice without a message) -> ``ProviderError``."""
+    """A chat-completions answer as a ``ChatResult``: null content is "", parts are joined, a refusal alone is the
+    text, missing usage ``Usage(None, None)``, finish_reason "stop". No choice with a message: ``ProviderError``."""
     if not isinstance(body, dict):
         raise ProviderError(f"inference error ({provider_name}): the answer is not a JSON object")
     choices = body.get("choices")
@@ -152,11 +149,8 @@ def parse_chat_completion(body: Any, provider_name: str, model: str = "") -> Cha
 
 
 class OpenAICompatibleProvider:
-    """Chat completions against one OpenAI-compatible server.
-
-    ``auth_style``: ``"bearer"`` sends ``Authorization: Bearer <key>`` (OpenAI, Ollama, llama.cpp with a
-    key), ``"raw"`` sends ``Authorization: <key>`` (the Conway proxy). No key, no header. The key is never
-    part of a repr or an error message, and is registered with the log scrubber."""
+    """Chat completions against one OpenAI-compatible server. ``auth_style``: ``"bearer"`` (``Bearer <key>``) or
+    ``"raw"`` (the Conway proxy); no key, no header. The key is never in a repr or an error; the scrubber knows it."""
 
     def __init__(
         self,

@@ -188,11 +188,9 @@ class Router:
 
     def shrink_context(self, route: Route, error: ContextTooLong, sent: tuple[Message, ...],
                        tools: tuple[ToolSchema, ...] = ()) -> Route:
-        """A smaller route for ``route``'s model after the server refused ``sent`` as too long; remembered.
-
-        With the server's counts (prompt and window) the prompt is scaled to 90% of what fits next to the
-        output limit; with the window only, to the window less the output limit; with neither, halved. Either
-        way it ends at most 90% of what was sent."""
+        """A smaller route (remembered) after the server refused ``sent`` as too long: with its prompt and window
+        counts, 90% of what fits beside the output limit; with the window only, the window less that; else half.
+        Either way at most 90% of what was sent."""
         model_id, max_tokens = route.model.model_id, route.max_tokens
         sent_tokens = prompt_tokens(sent, tools, count_tokens)  # rare: exact, to scale by the server's count
         reference = min(route.context_budget, sent_tokens)

@@ -136,11 +136,8 @@ class MemoryStore:
 
 def prune_to(db: "Database", table: str, *, keep: int, order: str, params: Sequence[Any] = (),
              deletable: str = "1", scope: str = "1", scope_params: Sequence[Any] = (), batch: int = PRUNE_BATCH) -> int:
-    """Delete the rows that sort first by ``order`` until at most ``keep`` rows of ``scope`` remain.
-
-    Each batch of at most ``batch`` rows is its own short transaction. Rows outside ``deletable`` are never
-    deleted (they still count), so a table full of protected rows stops shrinking. Returns the rows deleted.
-    """
+    """Delete the rows first by ``order``, ``batch`` per transaction, until at most ``keep`` rows of ``scope`` remain;
+    returns how many. Rows outside ``deletable`` stay (and count), so protected rows stop the shrinking."""
     if keep < 0:
         raise MemoryStoreError(f"keep: must be 0 or more, got {keep}")
     deleted = 0

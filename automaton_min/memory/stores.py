@@ -57,11 +57,8 @@ class WorkingEntry:
 
 
 class WorkingMemory(MemoryStore):
-    """A session's short-lived notes (goals, plans, observations) with a priority and an optional expiry.
-
-    Bounds: ``per_session`` live entries a session and ``max_rows`` in all, the lowest priority, then oldest,
-    going first; expired entries are never listed or found, and ``clear_expired`` deletes them.
-    """
+    """A session's short-lived notes with a priority and an optional expiry (expired: never listed or found). Bounds:
+    ``per_session`` live entries a session, ``max_rows`` in all; the lowest priority, then oldest, go first."""
 
     TABLE = Table(
         "working_memory", WorkingEntry, weights=(1.0,), half_life_days=1.0, quality=lambda e: e.priority,

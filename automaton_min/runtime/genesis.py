@@ -137,11 +137,8 @@ def existing_config_values(home: Home) -> dict[str, Any]:
 
 
 def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> SetupResult:
-    """Write ``automaton.json``, ``SOUL.md``, ``constitution.md`` and the identity rows.
-
-    Everything is validated before the first file is touched. Re-running setup updates the answers and keeps every other
-    key; an existing ``SOUL.md`` keeps its text but for its name lines; ``constitution.md`` stays as it is.
-    """
+    """Write ``automaton.json``, ``SOUL.md``, ``constitution.md`` and the identity rows, all validated first. Again, it
+    keeps every other key, an existing ``SOUL.md``'s text but its name lines, and ``constitution.md``."""
     check_answers(answers)
     current = existing_config_values(home)
     values = {**current, **answers.config_values()}

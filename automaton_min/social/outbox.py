@@ -18,11 +18,8 @@ if TYPE_CHECKING:
 
 def send_from_home(home: "Home", config: "Config", to: str, content: str, reply_to: str | None = None, *,
                    now: Clock = system_now) -> dict[str, Any]:
-    """Sign with the home's wallet and send; ``{id, from, to, relay}``.
-
-    The attempt counts toward the rolling-hour outbound limit in ``state.db`` when the database exists (shared
-    with the running agent); without one it is sent with only this process's count.
-    """
+    """Sign with the home's wallet and send; ``{id, from, to, relay}``. The attempt counts toward the rolling-hour
+    limit in ``state.db``, shared with the running agent, when the database exists."""
     wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     relay = RelayClient.from_config(config, wallet, now=now)
     if relay is None:

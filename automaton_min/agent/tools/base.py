@@ -30,11 +30,7 @@ class ToolSpec:
 
 @dataclass
 class ToolContext:
-    """What a tool may use while it runs; tools never reach for the runtime themselves.
-
-    ``services`` holds the clients a tool family needs (``tools.services.ToolServices``); a tool asks
-    for what it uses (``loop_control.need``) and reports a clear error when it is absent.
-    """
+    """What a tool may use while it runs (never the runtime itself); ``services``: ``tools.services.ToolServices``."""
 
     db: Any
     config: Any

@@ -22,11 +22,8 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class LoopControl(Protocol):
-    """Per-turn state a tool may change; the loop reads it after the turn's tool calls.
-
-    ``request_sleep``: sleep ``seconds`` once this turn ends (the last request wins); ``low_compute``: the cheaper model
-    with fewer tokens; ``distress``: a distress signal was raised; ``extra``: per-turn counters (credit transfers).
-    """
+    """Per-turn state a tool may change, read by the loop after the turn's calls. ``request_sleep``: after this turn
+    (the last wins); ``low_compute``: the cheaper model; ``extra``: per-turn counters (credit transfers)."""
 
     low_compute: bool
     distress: bool
