@@ -1,8 +1,7 @@
-"""The context manager's assembly: the messages a turn sends, within the prompt's token capacity, by priority.
+"""The context manager's assembly (README: Memory): a turn's messages within the prompt's capacity, by priority.
 
-README (Memory: the context manager, prefix-stable prompts) gives the priorities, the order the model reads and the
-recommendation. An item is left out only when everything above it is in; ``compress`` is also recommended when more
-turns are unfolded than were loaded.
+An item is left out only when everything above it is in; ``compress`` is also recommended when more turns are
+unfolded than were loaded.
 """
 
 from __future__ import annotations

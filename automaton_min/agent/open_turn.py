@@ -1,8 +1,6 @@
-"""The open turn, kept in KV ``open_turn`` until the turn's commit removes it, so a turn a crash cut off is replayed
-under its id (README: Reliability).
-
-The replay is the turn that claims all of the cut-off turn's inbox messages again (they come back at start, oldest
-first, so the same batch returns), or, when it had no inbox input (a wake-up), the first turn after the restart.
+"""The open turn, kept in KV ``open_turn`` until its commit, so a turn a crash cut off replays under its id (README:
+Reliability): the turn that claims all its inbox messages again (they return at start, oldest first), or, when it had
+no inbox input, the first turn after the restart.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The system prompt, the status block and the wake-up message, in this project's own words (README: Memory,
-prefix-stable prompts).
+"""The system prompt, the status block and the wake-up message, in this project's own words (README: Memory).
 
 The prompt never holds the wallet key or an API key. The soul and the purpose pass through ``clean`` (the injection
 defence's instruction mode) and are bounded, more tightly in compact mode.

@@ -1,8 +1,7 @@
 """The agent's lifecycle states, stored in KV ``agent_state``, and the one table of allowed moves.
 
 Nothing moves back to ``setup``. ``dead`` is sticky: every move out of it but a funded wake is refused, so a new wake
-cycle cannot overwrite it (the reference's ``runAgentLoop`` did); the runtime waits while the state is ``dead``
-until the survival assessment says funding arrived.
+cycle cannot overwrite it (the reference's did); the runtime waits while ``dead`` until funding arrives.
 """
 
 from __future__ import annotations

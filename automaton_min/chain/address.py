@@ -34,10 +34,7 @@ def is_address(text: str) -> bool:
 
 
 def has_valid_checksum(address: str) -> bool:
-    """True unless ``address`` mixes cases in a way its EIP-55 checksum does not allow.
-
-    All-lower and all-upper hex carry no checksum, so they pass.
-    """
+    """True unless ``address`` mixes cases against its EIP-55 checksum (all-lower or all-upper hex has none)."""
     digits = address[2:]
     if digits == digits.lower() or digits == digits.upper():
         return True

@@ -18,10 +18,8 @@ _ROOT_HELP = "Prefix every system path with DIR (tests)."
 
 
 def _source_home(ctx: click.Context) -> tuple[Path, str]:
-    """The home to install, and how it was chosen.
-
-    Under ``sudo`` with no ``--home`` and no ``AUTOMATON_HOME``, it is the home of the user who ran sudo
-    (``~/.automaton`` of ``$SUDO_USER``), not root's."""
+    """The home to install and how it was chosen: under ``sudo``, with no ``--home`` or ``AUTOMATON_HOME``,
+    ``$SUDO_USER``'s ``~/.automaton``, not root's."""
     root_ctx = ctx.find_root()
     home = home_of(ctx).root
     sudo_user = os.environ.get("SUDO_USER")

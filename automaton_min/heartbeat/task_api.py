@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 
 
 class ServiceUnreachable(RuntimeFailure):
-    """A task's remote part (``heartbeat/parts.py``: conway, relay, rpc) gave no answer. Not the task's failure: the
-    scheduler says it when the part's state changes (down, then up again), runs the task again after the part's
-    back-off, and leaves it out of the failure rate the alerts watch."""
+    """A task's remote part (``heartbeat/parts.py``) gave no answer: not the task's failure. The scheduler reports the
+    part's changes of state, retries after its back-off, and leaves it out of the failure rate alerts watch."""
 
     def __init__(self, part: str, detail: str) -> None:
         super().__init__(f"{describe(part)} did not answer: {detail}")

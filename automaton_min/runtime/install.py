@@ -98,10 +98,9 @@ COPY_FIX = (f"put a one-file binary at {DEFAULT_BINARY} (sudo install -m 0755 <b
 
 def check_binary(binary: str | None, *, system_root: bool = True,
                  dry_run: bool = False) -> tuple[str, list[str], list[str]]:
-    """The path for ``ExecStart=``, what must be true of it before a real install (each with its fix), and notes.
-
-    A dry run takes any plain absolute path (``DEFAULT_BINARY`` when none is found); a path the unit cannot hold is
-    an error either way. Under another root a hidden binary is only a note: the path names a file of this system."""
+    """The path for ``ExecStart=``, what must hold of it for a real install (each with its fix), and notes. A dry run
+    takes any plain absolute path (``DEFAULT_BINARY`` if none is found), never one the unit cannot hold; under another
+    root a hidden binary is only a note."""
     if not binary:
         if not dry_run:
             raise UserError(f"cannot find the automaton-min executable; {COPY_FIX}")

@@ -64,10 +64,8 @@ def _running(pid: Any) -> bool:
 
 
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
-    """Name, address, whether a run holds the home, state, money and the last error, as one dict.
-
-    The database is opened read-only: a missing or empty ``state.db`` is an error, never replaced.
-    """
+    """Name, address, whether a run holds the home, state, money and the last error, as one dict; ``state.db`` is
+    opened read-only (missing or empty: an error, never replaced)."""
     home.require()
     config = config or load_config(home)
     running, pid = run_holder(home)

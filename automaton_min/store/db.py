@@ -28,11 +28,8 @@ def open_database(
     quick_check: bool = True,
     read_only: bool = False,
 ) -> Database:
-    """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it and migrate it.
-
-    ``quick_check`` reads every page, so a short read-only look (``status``) may skip it. ``read_only=True`` never
-    creates, migrates or writes: a missing or empty file is a ``DatabaseError``.
-    """
+    """Open (creating with mode 0600) ``state.db``, apply the PRAGMAs, quick-check it (it reads every page) and migrate
+    it. ``read_only=True`` never creates, migrates or writes: a missing or empty file is a ``DatabaseError``."""
     path = Path(path)
     if read_only:
         return _open_read_only(path)

@@ -1,8 +1,7 @@
-"""Memory tools: each call builds the store it needs over ``ctx.db`` and ``ctx.now`` (a store holds no state).
+"""Memory tools (README: The agent): each call builds the store it needs over ``ctx.db`` and ``ctx.now``.
 
-Creator protection is the stores' (their refusal is the error the model reads). On top of it an external turn may
-not write ``creator`` facts (such a fact could never be changed again), and the configured creator's address is
-always recorded as the creator.
+Creator protection is the stores' (their refusal is the error the model reads); an external turn may not write
+``creator`` facts (never changeable again), and the configured creator's address is always recorded as the creator.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The tool registry: the tools the model may call, and the one path by which a call runs.
 
-``execute`` never raises for what a tool or the model did: an unknown tool, arguments that do not fit the schema (or
-were not JSON), a policy refusal, a ``ToolFailure`` or an unexpected exception all become an error result the model
-reads next turn. Results and errors are both capped at ``MAX_RESULT_CHARS``.
+``execute`` never raises for what a tool or the model did: an unknown tool, arguments that do not fit the schema, a
+policy refusal, a ``ToolFailure`` or any exception is an error result (capped at ``MAX_RESULT_CHARS``, as results are).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Survival tools: sleep, system_synopsis, heartbeat_ping, distress_signal, enter_low_compute; and send_message.
 
-The ``loop`` service carries what a tool asks of the loop (a sleep after this turn, low-compute mode, distress).
 Sleep is bounded (the reference accepted negative and huge durations). The synopsis names the wallet's address and
 whether the Conway API is configured, never a key.
 """
