@@ -90,7 +90,7 @@ def level_number(name: str) -> int:
 
 
 def configure_logging(level: str = "info", stream: IO[str] | None = None, json_lines: bool | None = None) -> None:
-    """Send this package's logs to ``stream`` (stderr) at ``level``; as JSON lines unless it is a terminal."""
+    """Send this package's logs to ``stream`` (stderr) at ``level``; ``json_lines`` defaults to "not a terminal"."""
     stream = stream if stream is not None else sys.stderr
     if json_lines is None:
         json_lines = not (hasattr(stream, "isatty") and stream.isatty())
