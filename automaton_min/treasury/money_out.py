@@ -71,7 +71,8 @@ _SENTENCES: dict[str, Callable[[Refusal], str]] = {
         "creator added with a signed 'payee add' message), so credits go there only with the creator's approval"),
     NOT_A_CHILD: lambda r: f"{r.to} is not one of your verified children",
     NEEDS_CONFIRMATION: lambda r: (
-        f"{r.amount} cents is above requireConfirmationAboveCents ({r.limit}); it needs the creator's confirmation"),
+        f"{r.amount} cents" + (f", with the {r.spent} sent to {r.to} in the last hour," if r.spent else "")
+        + f" is above requireConfirmationAboveCents ({r.limit}); it needs the creator's confirmation"),
     OVER_SINGLE_CAP: lambda r: f"{r.amount} cents is above the per-{r.what} of {r.limit} cents",
     OVER_TURN_COUNT: lambda r: f"already {r.spent} transfers this turn (limit {r.limit})",
     COOLING_DOWN: lambda r: f"the last transfer was {r.spent} ms ago; wait {r.limit} ms between transfers",
@@ -118,12 +119,14 @@ def payee_refusal(payees: KnownPayees, to: Any, *, approval: str | None = None) 
     return None
 
 
-def confirmation_refusal(policy: Mapping[str, Any], amount: int) -> Refusal | None:
-    """An amount above ``requireConfirmationAboveCents`` waits for the creator's confirmation."""
+def confirmation_refusal(spend: SpendTracker, policy: Mapping[str, Any], to: Any, amount: int) -> Refusal | None:
+    """Above ``requireConfirmationAboveCents``, counting what went to ``to`` in the last hour (pieces add up), a
+    transfer waits for the creator's confirmation."""
     threshold = policy["requireConfirmationAboveCents"]
-    if amount <= threshold:
+    sent = spend.spent("transfer", HOUR_MS, recipient=to) if isinstance(to, str) else 0
+    if amount + sent <= threshold:
         return None
-    return Refusal(NEEDS_CONFIRMATION, "requireConfirmationAboveCents", amount, threshold)
+    return Refusal(NEEDS_CONFIRMATION, "requireConfirmationAboveCents", amount, threshold, sent, to=str(to))
 
 
 def _window(spend: SpendTracker, category: str, amount: int, limit: int, hourly: bool, setting: str,

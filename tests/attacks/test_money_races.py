@@ -1,9 +1,10 @@
-"""Credit transfers that overlap or come in pieces (an outside attacker's wins, now held):
+"""Credit transfers that overlap or come in pieces (an outside attacker's three wins, now held):
 
 - ``fund`` confirmed after another spend left: its checks use the balance read at the moment it sends, not the one
   shown in the prompt;
 - a creator approval released by the heartbeat thread while the turn makes its own transfer: one waits for the
-  other, so together they never take more than half.
+  other, so together they never take more than half;
+- five $10 transfers to one payee need the confirmation one $50 transfer needs.
 """
 
 from __future__ import annotations
@@ -97,3 +98,14 @@ def test_a_released_approval_and_the_turns_transfer_take_turns(agent_for, model,
     assert [t["amount_cents"] for t in conway.transfers.values()] == [4000]
     assert conway.balance_cents == 6000
 
+
+def test_pieces_to_one_payee_in_an_hour_need_the_confirmation_the_whole_needs(agent_for, model, clock) -> None:
+    partner = "0x" + "a1" * 20
+    with ConwayApi(balance_cents=100_000) as conway:
+        agent = agent_for(conwayApiUrl=conway.url, conwayApiKey=conway.api_key, socialRelayUrl="http://127.0.0.1:9",
+                          treasuryPolicy={"knownPayees": [partner]})  # defaults: confirm above $10, 2 a turn
+        pay = ("transfer_credits", {"to_address": partner, "amount_cents": 1000})
+        model.script(turn(pay, pay), turn(pay, pay), turn(pay), finish())
+        agent.loop.run_cycle("work")
+    assert [t["amount_cents"] for t in conway.transfers.values()] == [1000]
+    assert [a["amountCents"] for a in approvals.pending(agent.db, clock())] == [1000]  # the rest waits, once
