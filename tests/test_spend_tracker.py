@@ -56,6 +56,17 @@ def test_per_transfer_cap(spend: SpendTracker) -> None:
     assert refused(spend, cap + 1) == out.OVER_SINGLE_CAP
 
 
+def test_the_confirmation_threshold_counts_what_the_payee_got_in_the_last_hour(spend: SpendTracker, clock) -> None:
+    payee, other = "0x" + "ab" * 20, "0x" + "cd" * 20
+    spend.record("transfer", 600, "transfer_credits", recipient=payee)
+    assert out.confirmation_refusal(spend, POLICY, payee.upper().replace("0X", "0x"), 400) is None
+    refusal = out.confirmation_refusal(spend, POLICY, payee, 401)
+    assert refusal and refusal.code == out.NEEDS_CONFIRMATION and "with the 600 sent to" in refusal.sentence()
+    assert out.confirmation_refusal(spend, POLICY, other, 1000) is None
+    clock.advance(HOUR_MS + 1)
+    assert out.confirmation_refusal(spend, POLICY, payee, 1000) is None
+
+
 def test_hourly_transfer_cap(spend: SpendTracker) -> None:
     transfer(spend, POLICY["maxHourlyTransferCents"] - 500)
     assert refused(spend, 500) is None

@@ -27,12 +27,11 @@ def api():
         yield stand_in
 
 
-def send(db, api, clock, amount: int, *, turn: int = 0, balance: int | None = 10_000, policy=POLICY, to: str = TO,
-         approval: str | None = None):
+def send(db, api, clock, amount: int, *, turn: int = 0, policy=POLICY, to: str = TO, approval: str | None = None):
     client = ConwayClient(api.url, api.api_key, now=clock)
     payees = known_payees(db, {"creatorAddress": CREATOR, "treasuryPolicy": policy})
     return transfer_credits(db, client, policy, to_address=to, amount_cents=amount, note="thanks",
-                            transfers_this_turn=turn, balance_cents=balance, payees=payees, approval=approval,
+                            transfers_this_turn=turn, payees=payees, approval=approval,
                             spend=SpendTracker(db, clock))
 
 
@@ -58,8 +57,9 @@ def test_an_allowed_transfer_is_sent_once_and_recorded(db, api, clock) -> None:
     (5001, {"balance": 10_001, "policy": {**POLICY, "maxSingleTransferCents": 10_000}}, out.HALF_BALANCE),
 ])
 def test_each_limit_refuses_before_anything_is_sent(db, api, clock, amount, options, code) -> None:
+    api.balance_cents = options.get("balance", 10_000)  # None: the balance answer has no balance
     with pytest.raises(TransferRefused) as caught:
-        send(db, api, clock, amount, **options)
+        send(db, api, clock, amount, **{k: v for k, v in options.items() if k != "balance"})
     assert caught.value.refusal.code == code
     assert transfer_requests(api) == 0 and SpendTracker(db, clock).spent("transfer", HOUR_MS) == 0
 
@@ -95,7 +95,7 @@ def test_bad_recipients_are_refused(db, api, clock) -> None:
     client = ConwayClient(api.url, api.api_key, now=clock)
     with pytest.raises(TransferRefused, match="to_address") as caught:
         transfer_credits(db, client, POLICY, to_address="someone", amount_cents=5, note=None, transfers_this_turn=0,
-                         balance_cents=10_000, payees=known_payees(db, {"treasuryPolicy": POLICY}))
+                         payees=known_payees(db, {"treasuryPolicy": POLICY}))
     assert caught.value.refusal.code == out.BAD_ADDRESS
 
 
@@ -123,7 +123,7 @@ def test_the_child_entry_point_pays_only_a_payee_of_kind_child(db, api, clock) -
     child = "0x" + "cd" * 20
     payees = KnownPayees(None, frozenset(), frozenset(), children=frozenset({child}))
     client = ConwayClient(api.url, api.api_key, now=clock)
-    args = {"amount_cents": 100, "note": None, "transfers_this_turn": 0, "balance_cents": 10_000, "payees": payees,
+    args = {"amount_cents": 100, "note": None, "transfers_this_turn": 0, "payees": payees,
             "spend": SpendTracker(db, clock)}
     with pytest.raises(TransferRefused) as caught:
         transfer_to_child(db, client, POLICY, child=TO, **args)

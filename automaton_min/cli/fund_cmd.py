@@ -42,8 +42,8 @@ def _refused(refusal: "Refusal", payees: "KnownPayees", unread: str | None, api_
         return TransferFailed(f"transfer refused: {refusal.sentence()}", "nothing was sent; to make it a known payee "
                               f"run: automaton-min config set treasuryPolicy.knownPayees '{listed}'")
     if refusal.code == out.BALANCE_UNKNOWN:
-        return TransferFailed(f"transfer refused: the credit balance could not be read ({unread}), so the reserve "
-                              "cannot be checked",
+        return TransferFailed(f"transfer refused: the credit balance could not be read ({unread or 'no answer'}), "
+                              "so the reserve cannot be checked",
                               f"nothing was sent; check that {api_url} answers, or set conwayApiUrl")
     if refusal.code == out.HALF_BALANCE:
         return TransferFailed(f"transfer refused: {_dollars(refusal.amount)} is more than half of the balance of "
@@ -161,8 +161,8 @@ def _fund(ctx: click.Context, usd: str, to: str, note: str | None, yes: bool, as
         terminal_progress(as_json)(f"sending {_dollars(cents)} to {to} ...")
         try:
             result = out.transfer_credits(db, conway, policy, to_address=to, amount_cents=cents, note=note,
-                                          transfers_this_turn=0, balance_cents=balance, payees=payees, spend=spend)
-        except out.TransferRefused as exc:  # a limit reached between the check above and this one
+                                          transfers_this_turn=0, payees=payees, spend=spend)
+        except out.TransferRefused as exc:  # checked again on the balance at sending: others may have spent since
             raise _refused(exc.refusal, payees, unread, api_url) from None
         except ConwayError as exc:
             if exc.status in (401, 403):

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 import orjson
 
 from automaton_min.clock import Clock, to_iso
-from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.treasury.money_out import CONFIRMATION_REQUIRED, UNKNOWN_PAYEE
 from automaton_min.treasury.payees import known_payees
@@ -155,14 +154,10 @@ def _release(db: "Database", conway: Any, config: Any, now: Clock, request_id: s
     if kind != "transfer_credits":
         return "failed", f"unknown kind {kind!r}"
     try:
-        balance: int | None = conway.credits_balance()
-    except RuntimeFailure:
-        balance = None
-    try:
         result = transfer_credits(db, conway, treasury_policy(config), to_address=params.get("to_address"),
                                   amount_cents=params.get("amount_cents"), note=params.get("reason"),
-                                  transfers_this_turn=0, balance_cents=balance, payees=known_payees(db, config),
-                                  approval=request_id, spend=SpendTracker(db, now))
+                                  transfers_this_turn=0, payees=known_payees(db, config), approval=request_id,
+                                  spend=SpendTracker(db, now))
     except TransferRefused as exc:
         return "failed", f"transfer refused: {exc.refusal.sentence()}; not sent"
     except ConwayError as exc:

@@ -4,8 +4,11 @@ the one call that sends credits. A check answers ``None`` or a ``Refusal``, whic
 
 from __future__ import annotations
 
+import fcntl
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from automaton_min.chain.address import is_address
 from automaton_min.clock import to_iso
@@ -68,7 +71,8 @@ _SENTENCES: dict[str, Callable[[Refusal], str]] = {
         "creator added with a signed 'payee add' message), so credits go there only with the creator's approval"),
     NOT_A_CHILD: lambda r: f"{r.to} is not one of your verified children",
     NEEDS_CONFIRMATION: lambda r: (
-        f"{r.amount} cents is above requireConfirmationAboveCents ({r.limit}); it needs the creator's confirmation"),
+        f"{r.amount} cents" + (f", with the {r.spent} sent to {r.to} in the last hour," if r.spent else "")
+        + f" is above requireConfirmationAboveCents ({r.limit}); it needs the creator's confirmation"),
     OVER_SINGLE_CAP: lambda r: f"{r.amount} cents is above the per-{r.what} of {r.limit} cents",
     OVER_TURN_COUNT: lambda r: f"already {r.spent} transfers this turn (limit {r.limit})",
     COOLING_DOWN: lambda r: f"the last transfer was {r.spent} ms ago; wait {r.limit} ms between transfers",
@@ -115,12 +119,14 @@ def payee_refusal(payees: KnownPayees, to: Any, *, approval: str | None = None) 
     return None
 
 
-def confirmation_refusal(policy: Mapping[str, Any], amount: int) -> Refusal | None:
-    """An amount above ``requireConfirmationAboveCents`` waits for the creator's confirmation."""
+def confirmation_refusal(spend: SpendTracker, policy: Mapping[str, Any], to: Any, amount: int) -> Refusal | None:
+    """Above ``requireConfirmationAboveCents``, counting what went to ``to`` in the last hour (pieces add up), a
+    transfer waits for the creator's confirmation."""
     threshold = policy["requireConfirmationAboveCents"]
-    if amount <= threshold:
+    sent = spend.spent("transfer", HOUR_MS, recipient=to) if isinstance(to, str) else 0
+    if amount + sent <= threshold:
         return None
-    return Refusal(NEEDS_CONFIRMATION, "requireConfirmationAboveCents", amount, threshold)
+    return Refusal(NEEDS_CONFIRMATION, "requireConfirmationAboveCents", amount, threshold, sent, to=str(to))
 
 
 def _window(spend: SpendTracker, category: str, amount: int, limit: int, hourly: bool, setting: str,
@@ -170,33 +176,48 @@ def transfer_refusal(spend: SpendTracker, policy: Mapping[str, Any], payees: Kno
                              balance_cents=balance_cents))
 
 
+@contextmanager
+def _one_transfer_at_a_time(db: "Database") -> Iterator[None]:
+    """An exclusive ``flock`` on a file beside ``state.db``: transfers of any process or thread wait for each other."""
+    fd = os.open(f"{db.path}.transfers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # separate opens conflict, even in one process
+        yield
+    finally:
+        os.close(fd)
+
+
 def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], *, to_address: str,
-                     amount_cents: int, note: str | None, transfers_this_turn: int, balance_cents: int | None,
-                     payees: KnownPayees, approval: str | None = None,
-                     spend: SpendTracker | None = None) -> "TransferResult":
+                     amount_cents: int, note: str | None, transfers_this_turn: int, payees: KnownPayees,
+                     approval: str | None = None, spend: SpendTracker | None = None) -> "TransferResult":
     """Send credits if, and only if, ``transfer_refusal`` finds nothing (``approval``: the creator's approval
     request that stands in for a known payee).
 
-    The spend is recorded before the call, so a crash in the middle can only over-count; it is removed again only
-    when Conway definitely refused the transfer.
+    Under ``_one_transfer_at_a_time``: the balance is read live, checked, the spend recorded and the call made, so
+    no other transfer sees a balance from before this one. The spend is recorded before the call, so a crash in the
+    middle can only over-count; it is removed again only when Conway definitely refused the transfer.
     """
     from automaton_min.conway.client import ConwayError
 
     spend = spend or SpendTracker(db)
-    refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
-                               transfers_this_turn=transfers_this_turn, balance_cents=balance_cents,
-                               approval=approval)
-    if refusal:
-        raise TransferRefused(refusal)
-    with db.transaction(durable=True):
-        spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address)
-    try:
-        result = client.transfer_credits(to_address, amount_cents, note)
-    except ConwayError as exc:
-        if definitely_refused(exc):
-            with db.transaction():
-                spend.forget(spend_id)
-        raise
+    with _one_transfer_at_a_time(db):
+        try:
+            balance: int | None = client.credits_balance()
+        except RuntimeFailure:
+            balance = None
+        refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
+                                   transfers_this_turn=transfers_this_turn, balance_cents=balance, approval=approval)
+        if refusal:
+            raise TransferRefused(refusal)
+        with db.transaction(durable=True):
+            spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address)
+        try:
+            result = client.transfer_credits(to_address, amount_cents, note)
+        except ConwayError as exc:
+            if definitely_refused(exc):
+                with db.transaction():
+                    spend.forget(spend_id)
+            raise
     now_ms = spend.now()
     ident = f", {result.transfer_id}" if result.transfer_id else ""
     with db.transaction():
@@ -208,15 +229,14 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
 
 
 def transfer_to_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], *, child: str,
-                      amount_cents: int, note: str | None, transfers_this_turn: int, balance_cents: int | None,
-                      payees: KnownPayees, spend: SpendTracker | None = None) -> "TransferResult":
+                      amount_cents: int, note: str | None, transfers_this_turn: int, payees: KnownPayees,
+                      spend: SpendTracker | None = None) -> "TransferResult":
     """The entry point for the children issue's ``fund_child``: credits to a payee of kind child (one of
     ``payees.children``), under every limit of ``transfer_credits``."""
     if not isinstance(child, str) or child.lower() not in payees.children:
         raise TransferRefused(Refusal(NOT_A_CHILD, to=str(child)[:100]))
     return transfer_credits(db, client, policy, to_address=child, amount_cents=amount_cents, note=note,
-                            transfers_this_turn=transfers_this_turn, balance_cents=balance_cents, payees=payees,
-                            spend=spend)
+                            transfers_this_turn=transfers_this_turn, payees=payees, spend=spend)
 
 
 # --------------------------------------------------------------------------- USDC (x402, top-ups) and inference

@@ -47,12 +47,12 @@ class SpendTracker:
         """Remove a spend that turned out never to happen (a refused or expired payment)."""
         self.db.execute("DELETE FROM spend_tracking WHERE id = ?", (spend_id,))
 
-    def spent(self, category: str, window_ms: int) -> int:
-        """Cents spent in ``category`` during the last ``window_ms``."""
+    def spent(self, category: str, window_ms: int, recipient: str | None = None) -> int:
+        """Cents spent in ``category`` during the last ``window_ms`` (to ``recipient`` only, when given)."""
         since = to_iso(self.now() - window_ms)
         return int(self.db.scalar(
-            "SELECT COALESCE(SUM(amount_cents), 0) FROM spend_tracking WHERE category = ? AND created_at >= ?",
-            (category, since), default=0,
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM spend_tracking WHERE category = ? AND created_at >= ?"
+            " AND (?3 IS NULL OR lower(recipient) = lower(?3))", (category, since, recipient), default=0,
         ))
 
     def last_spend_ms(self, category: str) -> int | None:

@@ -105,7 +105,13 @@ def _known_payee(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
 
 def _require_confirmation(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     amount = _amount(request)
-    refusal = out.confirmation_refusal(out.treasury_policy(env.config), amount) if amount is not None else None
+    if amount is None:
+        return None
+    try:
+        refusal = out.confirmation_refusal(SpendTracker(env.db, env.now), out.treasury_policy(env.config),
+                                           request.arguments.get("to_address"), amount)
+    except apsw.Error as exc:
+        return deny(DB_UNAVAILABLE, f"spending could not be read ({type(exc).__name__}); refused")
     return quarantine(out.CONFIRMATION_REQUIRED, refusal.sentence()) if refusal else None
 
 

@@ -142,14 +142,10 @@ def run_transfer_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     conway = need(ctx, "conway")
     so_far = _transfers_so_far(ctx)
     try:
-        balance: int | None = conway.credits_balance()  # a live reading: a stale one does not count for a transfer
-    except RuntimeFailure:
-        balance = None
-    try:
         result = transfer_credits(ctx.db, conway, treasury_policy(ctx.config), to_address=args["to_address"],
                                   amount_cents=args["amount_cents"], note=args.get("reason"),
-                                  transfers_this_turn=so_far, balance_cents=balance,
-                                  payees=known_payees(ctx.db, ctx.config), spend=SpendTracker(ctx.db, ctx.now))
+                                  transfers_this_turn=so_far, payees=known_payees(ctx.db, ctx.config),
+                                  spend=SpendTracker(ctx.db, ctx.now))
     except TransferRefused as exc:
         raise ToolFailure(f"transfer refused: {exc.refusal.sentence()}") from None
     except ConwayError as exc:
