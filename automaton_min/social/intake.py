@@ -1,10 +1,10 @@
 """Relay messages entering the inbox: every one checked, the accepted ones stored, then the cursor saved.
 
 README (Social relay: intake, authority, creator approvals) gives the checks in order and what a verified creator
-message may decide. ``malformed`` is a missing id, a sender that is not an address, or content that is not text. A
-signed message is known by its canonical string's keccak, so a re-encoded signature is still a replay. Approval and
-payee commands are decided in the intake's transaction, and the cursor is written last in it: it never moves past a
-message that was not stored.
+message may decide. ``malformed`` is a missing id, a sender that is not an address, content that is not text, or a
+lone surrogate in any field. A signed message is known by its canonical string's keccak, so a re-encoded signature
+is still a replay. Approval and payee commands are decided in the intake's transaction, and the cursor is written
+last in it: it never moves past a message that was not stored.
 """
 
 from __future__ import annotations
@@ -123,7 +123,11 @@ def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: i
     ident, sender, content = _text(message, "id"), _text(message, "from"), message.get("content")
     if not ident or len(ident) > MAX_ID_CHARS or not sender or not is_address(sender) or not isinstance(content, str):
         return "malformed"
-    if len(content) > MAX_CONTENT_CHARS or len(orjson.dumps(message)) > MAX_MESSAGE_CHARS:
+    try:
+        size = len(orjson.dumps(message))
+    except orjson.JSONEncodeError:  # a lone surrogate is no text (or the nesting is too deep)
+        return "malformed"
+    if len(content) > MAX_CONTENT_CHARS or size > MAX_MESSAGE_CHARS:
         return "oversize"
     to = _text(message, "to")
     if to is not None and to.lower() != self_address:

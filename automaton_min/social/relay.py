@@ -6,7 +6,9 @@ once. A poll answers ``{messages, next_cursor}``. Without a database the hourly 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import json
 import logging
 import threading
 from collections import deque
@@ -16,7 +18,7 @@ from urllib.parse import urlsplit
 
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure
-from automaton_min.net.http import snippet
+from automaton_min.net.http import HttpError, snippet
 from automaton_min.crashpoint import crash_point
 from automaton_min.social import sent_log
 from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, content_hash, sign_poll, sign_send
@@ -194,7 +196,19 @@ class RelayClient:
             except RuntimeFailure:
                 pass
             raise RelayError(f"{what} failed ({answer.status}) at {self.url}: {detail}", answer.status)
-        data = answer.json()
+        data = _parsed(answer)
         if not isinstance(data, dict):
             raise RelayError(f"{what}: the relay answered {type(data).__name__}, not an object", answer.status)
         return data
+
+
+def _parsed(answer: "Response") -> Any:
+    """The answer's JSON. A relay in JavaScript writes a lone surrogate as ``"\\ud800"``, which orjson refuses and
+    the standard library reads: the page is read, and intake drops that one message as malformed."""
+    try:
+        return answer.json()
+    except HttpError:
+        with contextlib.suppress(ValueError, RecursionError):  # not JSON either, or nested past the stack
+            if not answer.truncated:
+                return json.loads(answer.body)
+        raise
