@@ -28,7 +28,7 @@ from automaton_min.social.protocol import (
 )
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.treasury import payees
-from automaton_min.treasury.commands import parse_approval, parse_payee
+from automaton_min.treasury.commands import out_of_order, parse_approval, parse_payee
 
 if TYPE_CHECKING:
     from automaton_min.social.relay import PollResult
@@ -103,6 +103,7 @@ class _Verified:
     signer: str | None
     digest: str | None
     nonce: str | None = None  # the sender's message id; unsigned, so it counts only next to a verified signer
+    signed_at: str = ""
 
 
 def _nonce(message: dict[str, Any]) -> str | None:
@@ -143,7 +144,8 @@ def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: i
         signer = recover_send_signer(to or self_address, content, signed_at, signature)
         if signer is None or signer != sender.lower():
             return "bad_signature"
-        verified = _Verified(signer, signed_digest(to or self_address, content, signed_at), _nonce(message))
+        digest = signed_digest(to or self_address, content, signed_at)
+        verified = _Verified(signer, digest, _nonce(message), signed_at)
         if _seen(db, f"social:signed:{verified.digest}") or (
                 verified.nonce and _seen(db, f"social:nonce:{signer}:{verified.nonce}")):
             return "replay"
@@ -183,15 +185,14 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
         _remember(db, f"social:nonce:{verified.signer}:{verified.nonce}", now_ms)
     creator = authority_for(verified.signer, creator_address) == "creator"
     note = None
-    if creator:
-        command, payee = parse_approval(content), parse_payee(content)
-        if command is not None:
+    if creator and (command := parse_approval(content) or parse_payee(content)):
+        note = out_of_order(db, command, verified.signed_at, ident)
+        if note is None and command[0] in ("approve", "reject"):
             note = approvals.decide(db, command, message_id=ident, now_ms=now_ms)
-        elif payee is not None:
-            note = payees.apply_command(db, payee, message_id=ident, now_ms=now_ms)
-        if note is not None:
-            db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?",
-                       (f"\n[automaton-min: {note}]", ident))
+        elif note is None:
+            note = payees.apply_command(db, command, message_id=ident, now_ms=now_ms)
+        db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?",
+                   (f"\n[automaton-min: {note}]", ident))
     return Accepted(ident, sender, verified.signer, creator, note)
 
 

@@ -98,4 +98,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(109, "sent_messages_and_crash_counts", schema_social.create_sent_messages),
     Migration(110, "known_payees_and_approval_reasons", schema_social.create_known_payees),
     Migration(111, "turn_endings", schema_core.record_turn_endings),
+    Migration(112, "creator_commands", schema_social.create_creator_commands),
 )

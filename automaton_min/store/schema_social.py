@@ -1,9 +1,10 @@
 """Tables of the social relay and creator approvals (migration 106; ``sent_messages``, ``crash_count`` 109;
-``known_payees``, ``pending_approvals.reason`` 110; README: Social relay).
+``known_payees``, ``pending_approvals.reason`` 110; ``creator_commands`` 112; README: Social relay).
 
 ``inbox_messages.signed_by`` (lowercase; NULL: unsigned) decides authority at claim, against the creator configured
 then. ``sent_messages`` is keyed by the turn-and-call id, so a replayed turn does not send again; ``crash_count`` counts
 crashes with the message in flight, not tries. Replay keys: ``heartbeat_dedup`` (``social:id:*``, ``social:signed:*``).
+``creator_commands``: per payee or approval request, when the last creator command applied to it was signed.
 """
 
 from __future__ import annotations
@@ -76,3 +77,9 @@ CREATE TABLE IF NOT EXISTS known_payees (
 def create_known_payees(db: "Database") -> None:
     db.execute(KNOWN_PAYEES)
     add_missing_columns(db, "pending_approvals", {"reason": "TEXT"})
+
+
+
+def create_creator_commands(db: "Database") -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS creator_commands (subject TEXT PRIMARY KEY, signed_at TEXT NOT NULL,"
+               " message_id TEXT NOT NULL)")

@@ -14,16 +14,19 @@ import json
 import pytest
 
 from automaton_min.chain.wallet import Wallet
+from automaton_min.heartbeat.retention import prune_all
 from automaton_min.heartbeat.social_inbox import BACKOFF_KEY
 from automaton_min.social.intake import CURSOR_KEY, dropped_counts
 from automaton_min.social.relay import RelayClient
+from automaton_min.store import inbox
 from automaton_min.store.kv import get_value
 from automaton_min.treasury.payees import known_payees
 from standins.loopback_http import Reply
 from standins.social_relay import SocialRelay
-from test_social_relay import (AGENT, AGENT_KEY, STRANGER, config, conway,  # noqa: F401
-                               from_creator, hold_transfer, run_task)
+from test_social_relay import (AGENT, AGENT_KEY, STRANGER, agent, config, conway,  # noqa: F401
+                               from_creator, hold_transfer, poll_into, relay, run_task)
 
+DAY = 86_400_000
 PAYEE = "0x" + "c3" * 20
 
 
@@ -62,4 +65,30 @@ def test_a_lone_surrogate_from_a_stranger_is_dropped_and_the_creators_commands_g
     assert known_payees(db, config()).why_known(PAYEE) == "added by the creator"
     js_relay.broken = True  # the standard library reads only JSON too: a page that is not JSON still fails
     assert "not JSON" in run_task(db, home, clock, client, conway).summary and get_value(db, BACKOFF_KEY)
+
+
+def read_by_the_agent(db, clock) -> None:
+    """What a turn does with the inbox: claim the messages, then mark them processed."""
+    inbox.mark_processed(db, [m.id for m in inbox.claim(db, now_ms=clock())], clock())
+
+
+def test_an_old_payee_add_served_again_after_its_replay_key_expired_does_not_undo_a_removal(relay, agent, clock,
+                                                                                           db) -> None:
+    add = from_creator(relay, f"payee add {PAYEE}")
+    poll_into(db, agent, clock)
+    read_by_the_agent(db, clock)
+    clock.advance(20 * DAY)
+    remove = from_creator(relay, f"payee remove {PAYEE}")
+    poll_into(db, agent, clock)
+    read_by_the_agent(db, clock)
+    assert known_payees(db, config()).why_known(PAYEE) is None
+    clock.advance(15 * DAY)
+    prune_all(db, config(), clock())  # the processed messages go after 7 days, the replay keys after 30
+    poll_into(db, agent, clock)
+    relay.log += [dict(add), dict(remove)]  # a relay restored from a backup, or a hostile one, serves both again
+    poll_into(db, agent, clock)
+    assert known_payees(db, config()).why_known(PAYEE) is None
+    noted = db.scalar("SELECT content FROM inbox_messages WHERE id = ?", (add["id"],))
+    assert noted.endswith(f"[automaton-min: add {PAYEE} not applied: signed at {add['signedAt']}, not after the last"
+                          f" command about it ({remove['signedAt']})]")
 
