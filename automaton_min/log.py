@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 from typing import IO
@@ -27,6 +28,8 @@ _LEVELS = {
 LOG_LEVEL_NAMES = tuple(_LEVELS)
 
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0 but tab, DEL, C1
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -77,8 +80,7 @@ class TextFormatter(logging.Formatter):
         stamp = to_iso(int(record.created * 1000))[11:19]
         extras = " ".join(f"{k}={v}" for k, v in _fields(record).items())
         line = f"{stamp} {record.levelname.lower():<7} {record.name}: {record.getMessage()}"
-        if extras:
-            line += "  " + extras
+        line = printable(line + "  " + extras if extras else line)  # a tool's error may hold the model's text
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return scrub(line)
@@ -115,3 +117,9 @@ def short(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: each control character (C0 but tab, DEL, C1) written as ``\\u001b``,
+    which is still valid inside JSON."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

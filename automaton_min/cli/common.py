@@ -17,7 +17,7 @@ import orjson
 from automaton_min.config import Config, load_config
 from automaton_min.errors import AutomatonError
 from automaton_min.home import Home
-from automaton_min.log import configure_logging
+from automaton_min.log import configure_logging, printable
 
 
 def home_of(ctx: click.Context) -> Home:
@@ -36,8 +36,8 @@ def load_config_for(ctx: click.Context) -> Config:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as indented JSON on stdout."""
-    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    """Print ``data`` as indented JSON on stdout; no control character raw (orjson leaves DEL and C1 as they are)."""
+    click.echo("\n".join(map(printable, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode().split("\n"))))
 
 
 def terminal_progress(as_json: bool) -> Callable[[str], None]:
@@ -49,10 +49,10 @@ def terminal_progress(as_json: bool) -> Callable[[str], None]:
 
 
 def emit_rows(rows: list[tuple[str, Any]]) -> None:
-    """Print aligned ``label  value`` lines."""
+    """Print aligned ``label  value`` lines (control characters made visible: values may hold the model's text)."""
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
-        click.echo(f"  {label:<{width}}  {'-' if value in (None, '') else value}")
+        click.echo(printable(f"  {label:<{width}}  {'-' if value in (None, '') else value}"))
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""``automaton-min logs``: the agent's turns, their tool calls and how each turn ended, from state.db (read-only)."""
+"""``automaton-min logs``: the agent's turns, their tool calls and how each turn ended, from state.db (read-only).
+Every line passes ``printable``: the model's text never reaches the terminal as escape codes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import orjson
 from automaton_min.cli.common import home_of, load_config_for
 from automaton_min.config import db_path
 from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
-from automaton_min.log import short
+from automaton_min.log import printable, short
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
 
@@ -73,7 +74,7 @@ def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[
 
 
 def _print_json(turn: dict[str, Any]) -> None:
-    click.echo(orjson.dumps(turn).decode())
+    click.echo(printable(orjson.dumps(turn).decode()))
 
 
 def ending_text(ending: dict[str, Any]) -> str:
@@ -103,13 +104,13 @@ def _print_text(turn: dict[str, Any]) -> None:
     else:
         thought = "(no text)" if turn["toolCalls"] else "(the model answered nothing: no text, no tool call)"
     source = f" <- {turn['inputSource']}" if turn["inputSource"] else ""
-    click.echo(f"{turn['timestamp']}  {turn['state']}{source}  {thought}")
+    click.echo(printable(f"{turn['timestamp']}  {turn['state']}{source}  {thought}"))
     for call in turn["toolCalls"]:
         arguments = short(orjson.dumps(call["arguments"]).decode(), 80)
         if call["error"] is not None:
             outcome = "error: " + short(call["error"], 100)
         else:
             outcome = "ok" + (f": {short(call['result'], 100)}" if call.get("result") else "")
-        click.echo(f"    {call['name']} {arguments}  {outcome}  {call['durationMs']} ms")
+        click.echo(printable(f"    {call['name']} {arguments}  {outcome}  {call['durationMs']} ms"))
     if turn.get("ending"):
-        click.echo(f"    ended: {ending_text(turn['ending'])}")
+        click.echo(printable(f"    ended: {ending_text(turn['ending'])}"))
