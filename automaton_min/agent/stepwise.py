@@ -27,7 +27,8 @@ LAST_RESULT_CHARS = 200
 MESSAGE_CHARS = 500
 PURPOSE_CHARS = 1_000
 # The inbox's messages reach a turn joined by a blank line, each opening with its label; intake escapes a label
-# at the start of a line inside a message, so this boundary is always a real one.
+# (with or without its colon) at the start of a line inside a message, after any line break, so this boundary is
+# always a real one.
 _MESSAGE_BOUNDARY = re.compile(r"\n\n(?=\[(?:external |blocked: )?message from )", re.IGNORECASE)
 CHOOSE_TOKENS = 32  # an action's name in JSON
 CALL_TOKENS = 400  # a call's arguments: a short file or a command

@@ -116,7 +116,7 @@ def _compiled() -> SimpleNamespace:
         (rf"{lb}\s*/?\s*{_tolerant('inst')}\s*{rb}", "[inst-tag-removed]"),
         (rf"{lt}{lt}\s*/?\s*{_tolerant('sys')}\s*{gt}{gt}", "[sys-tag-removed]"),
         (rf"{lb}\s*{_tolerant('system')}\s*{rb}", "[system-tag-removed]"),
-        (r"^([ \t]*)\[(?:external )?message from [^\]\n]{0,120}\][ \t]*:", r"\1[label-removed]:"),  # forged wrappers
+        (r"^([ \t]*)\[(?:external )?message from [^\]\n]{0,120}\]", r"\1[label-removed]"),  # forged wrappers
         (r"^([ \t]*)\[blocked:[^\]\n]{0,200}\]", r"\1[label-removed]"),
         (rf"{lt}{bar}", "< |"),  # what is left of a token opener (one whose middle was a control character)
     )
@@ -125,10 +125,12 @@ def _compiled() -> SimpleNamespace:
         chatml=re.compile(rf"{lt}\s*{bar}\s*[^|｜<>＜＞\s]{{1,40}}\s*{bar}\s*{gt}"
                           rf"|{lt}\s*/?\s*(?:start|end)_of_turn\s*{gt}"
                           rf"|{lt}\s*/?\s*(?:s|eos|bos|tool_call|tool_response|think)\s*{gt}"
-                          rf"|{lb}\s*/?\s*(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS)\s*{rb}", re.IGNORECASE),
+                          rf"|{lb}\s*/?\s*(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|TOOL_CONTENT|THINK"
+                          rf"|SYSTEM_PROMPT|ARGS|CALL_ID)\s*{rb}", re.IGNORECASE),
         strip_out=re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200d\u202a-\u202e\u2060\u2066-\u2069"
                              "\ufeff\U000e0000-\U000e007f]"),
         control=re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"),
+        line_breaks=re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"),  # what str.splitlines breaks at
         invisible=re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
                              "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]"),
         negated=re.compile("(?:" + "|".join(re.escape(n) for n in table.NEGATIONS) + ")$"),
@@ -154,7 +156,7 @@ def _found(name: str, pattern: re.Pattern[str], view: str) -> bool:
 def detect(text: str) -> set[str]:
     """The findings ``text`` triggers."""
     done = _compiled()
-    view = done.invisible.sub("", unicodedata.normalize("NFKC", text)).lower()
+    view = done.line_breaks.sub("\n", done.invisible.sub("", unicodedata.normalize("NFKC", text))).lower()
     found = {name for name, pattern in done.families.items() if _found(name, pattern, view)}
     if done.control.search(text) or any(pattern.search(view) for pattern, _ in done.escapes):
         found.add("boundary_manipulation")
@@ -179,9 +181,9 @@ def _ordered(found: Iterable[str]) -> tuple[str, ...]:
 
 
 def escape_boundaries(text: str) -> str:
-    """Control and invisible characters removed; prompt-boundary markup made inert."""
+    """Every line break made ``\\n``; control and invisible characters removed; prompt-boundary markup made inert."""
     done = _compiled()
-    text = done.strip_out.sub("", text)
+    text = done.strip_out.sub("", done.line_breaks.sub("\n", text))
     for pattern, replacement in done.escapes:
         text = pattern.sub(replacement, text)
     return text
