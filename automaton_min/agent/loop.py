@@ -21,7 +21,7 @@ from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
-from automaton_min.clock import Clock, from_iso, to_iso
+from automaton_min.clock import Clock, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
@@ -40,18 +40,9 @@ from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, 
 log = get_logger(__name__)
 
 SLEEP_UNTIL_KEY = "sleep_until"
-SLEEP_REASON_KEY = "sleep_reason"
 EXTERNAL_SINCE_KEY = "external_since"  # when the cycle that slept last began to answer external input, if it did
 INBOX_BATCH = 10
 DEAD_WAIT_S = 300
-
-TRUST_ORDER = ("external", "agent", "creator")  # least trusted first
-
-
-def least_trusted(*authorities: str) -> str:
-    """The lowest of ``authorities``: a turn answers to the least-trusted input it carries."""
-    return min(authorities, key=TRUST_ORDER.index)
-
 
 class TurnAbandoned(Exception):
     """A turn still running when the stop's grace period ran out: nothing of it is written."""
@@ -119,8 +110,8 @@ class AgentLoop:
         self._stop = stop
         self._abandon = abandon or stop
         now_ms = self.now()
-        # the least-trusted input this cycle has answered, later turns too; it starts as the last cycle's when only
-        # the timer of its sleep (or a restart) woke this one, until the wake-up turn reads new input
+        # the least-trusted input this cycle has answered, later turns too: the last cycle's when only the timer of
+        # its sleep (or a restart) woke this one, until the wake-up turn reads new input
         carried = self._woken_as()
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
@@ -140,9 +131,6 @@ class AgentLoop:
         self._previous_action = None
         result = CycleResult()
         while not stop.is_set():
-            if self._asleep():
-                result.reason = get_value(self.db, SLEEP_REASON_KEY) or "sleep timer"
-                break
             claimed: list[str] = []
             wake_note: str | None = None
             if pending is None or pending[1] == "wakeup":  # the messages that woke the agent come with the wake-up
@@ -150,9 +138,9 @@ class AgentLoop:
                 messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
                 claimed = [m[0] for m in messages]
                 if messages:
-                    authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
-                    carried = least_trusted("agent" if result.turns == 0 else carried, authority)
-                    if carried == "external":  # kept at once: a cycle cut off before its sleep passes it on too
+                    external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
+                    carried = "external" if external else "agent"  # the creator's messages: as the agent's own
+                    if external:  # kept at once: a cycle cut off before its sleep passes it on too
                         set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(self.last_inbox_check_ms), now_ms)
                     if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
                         wake_note = pending[0].content
@@ -208,10 +196,6 @@ class AgentLoop:
             insert_failed_turn(self.db, failure_id, turn_id or failure_id, to_iso(started_ms or now_ms),
                                self.hooks.state(), source, ending)
 
-    def _asleep(self) -> bool:
-        until = get_value(self.db, SLEEP_UNTIL_KEY)
-        return bool(until) and from_iso(until) > self.now()
-
     def _woken_as(self) -> str:
         """``external`` when the last cycle to sleep answered external input and no wake event (but the inbox's,
         whose messages the wake-up turn reads) has come since; else ``agent``."""
@@ -223,7 +207,6 @@ class AgentLoop:
         now_ms = self.now()
         with self.db.transaction():
             set_value(self.db, SLEEP_UNTIL_KEY, to_iso(now_ms + seconds * 1000), now_ms)
-            set_value(self.db, SLEEP_REASON_KEY, reason, now_ms)
             if authority == "external":
                 set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(now_ms), now_ms)
             else:
