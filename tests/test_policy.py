@@ -261,6 +261,7 @@ def test_where_the_kernel_confines_the_command_rule_refuses_nothing(db, home, cl
                           commands_confined=True)
     for command in FORBIDDEN:
         assert decide(engine, "exec", {"command": command}).allowed, command
+    assert decide(engine, "exec", {"command": "ls"}, authority="external").allowed
     assert code_of(engine, "exec", {"command": ["rm", "-rf", "/"]}) == "VALIDATION_FAILED"
 
 
@@ -517,7 +518,7 @@ AUTHORITY_MATRIX = [
     ("dangerous_tool", {}, ALLOWED, ALLOWED, "EXTERNAL_DANGEROUS_TOOL"),  # by its declared risk
     ("check_credits", {}, ALLOWED, ALLOWED, ALLOWED),
     ("send_message", {"to_address": ADDRESS, "content": "hi"}, ALLOWED, ALLOWED, ALLOWED),
-    ("exec", {"command": "ls"}, ALLOWED, ALLOWED, ALLOWED),
+    ("exec", {"command": "ls"}, ALLOWED, ALLOWED, "EXTERNAL_UNCONFINED_EXEC"),  # unconfined here; confined: below
     ("read_file", {"path": "notes.txt"}, ALLOWED, ALLOWED, ALLOWED),
     ("write_file", {"path": "reply.txt"}, ALLOWED, ALLOWED, ALLOWED),
     # the agent's own files are protected for everyone, whoever asks (update_soul and modify_heartbeat change two)

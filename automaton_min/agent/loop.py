@@ -21,7 +21,7 @@ from automaton_min.agent.tools.registry import ToolOutcome, ToolRegistry
 from automaton_min.agent.tools.services import ToolServices
 from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
-from automaton_min.clock import Clock, from_iso, to_iso
+from automaton_min.clock import Clock, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
@@ -33,25 +33,16 @@ from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.crashpoint import crash_point
 from automaton_min.store.db import STORAGE_ERRORS
 from automaton_min.store.kv import delete_value, get_value, set_json, set_value
+from automaton_min.store.wake import woken_since
 from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, insert_failed_turn, insert_turn,
                                       recent_turns)
 
 log = get_logger(__name__)
 
 SLEEP_UNTIL_KEY = "sleep_until"
-SLEEP_REASON_KEY = "sleep_reason"
+EXTERNAL_SINCE_KEY = "external_since"  # when the cycle that slept last began to answer external input, if it did
 INBOX_BATCH = 10
 DEAD_WAIT_S = 300
-
-
-
-TRUST_ORDER = ("external", "agent", "creator")  # least trusted first
-
-
-def least_trusted(*authorities: str) -> str:
-    """The lowest of ``authorities``: a turn answers to the least-trusted input it carries."""
-    return min(authorities, key=TRUST_ORDER.index)
-
 
 class TurnAbandoned(Exception):
     """A turn still running when the stop's grace period ran out: nothing of it is written."""
@@ -119,9 +110,12 @@ class AgentLoop:
         self._stop = stop
         self._abandon = abandon or stop
         now_ms = self.now()
+        # the least-trusted input this cycle has answered, later turns too: the last cycle's when only the timer of
+        # its sleep (or a restart) woke this one, until the wake-up turn reads new input
+        carried = self._woken_as()
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
-            self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", enter_state=False)
+            self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", carried, enter_state=False)
             return CycleResult(0, DEAD_WAIT_S, "dead: waiting for funding")
         reading = self.hooks.finances(now_ms)
         credits, usdc = reading.credits_cents, reading.usdc_atomic
@@ -131,16 +125,12 @@ class AgentLoop:
             Message("user", "[wakeup] " + wakeup_message(first_run=first_run, reason=reason, credits_cents=credits,
                                                           usdc_atomic=usdc, turns=count_turns(self.db),
                                                           recent_thoughts=thoughts)),
-            "wakeup", "agent")
+            "wakeup", carried)
         self.hooks.set_state("running", self.now(), "awake")
         controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
         self._previous_action = None
         result = CycleResult()
-        carried = "agent"  # the least-trusted input this cycle has answered: later turns answer to it too
         while not stop.is_set():
-            if self._asleep():
-                result.reason = get_value(self.db, SLEEP_REASON_KEY) or "sleep timer"
-                break
             claimed: list[str] = []
             wake_note: str | None = None
             if pending is None or pending[1] == "wakeup":  # the messages that woke the agent come with the wake-up
@@ -148,15 +138,16 @@ class AgentLoop:
                 messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
                 claimed = [m[0] for m in messages]
                 if messages:
-                    authority = "creator" if all(m[2] == "creator" for m in messages) else "external"
-                    carried = least_trusted(carried, authority)
+                    external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
+                    carried = "external" if external else "agent"  # the creator's messages: as the agent's own
+                    if external:  # kept at once: a cycle cut off before its sleep passes it on too
+                        set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(self.last_inbox_check_ms), now_ms)
                     if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
                         wake_note = pending[0].content
-                    pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox",
-                               least_trusted(authority, carried))
+                    pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", carried)
             try:
-                verdict = self._turn(pending, claimed, first_run and result.turns == 0, least_trusted(carried, "agent"),
-                                     wake_note, controls=controls)
+                verdict = self._turn(pending, claimed, first_run and result.turns == 0, carried, wake_note,
+                                     controls=controls)
             except UserError:  # a configuration no turn can work with (no usable model): stop with the fix
                 self.hooks.return_inbox(claimed)  # the model never read them: no try counted
                 raise
@@ -184,9 +175,9 @@ class AgentLoop:
             pending = None
             result.turns += 1
             if verdict.action == "warn":
-                pending = (Message("user", "[system] " + verdict.message), "system", least_trusted(carried, "agent"))
+                pending = (Message("user", "[system] " + verdict.message), "system", carried)
             elif verdict.action == "sleep":
-                self._sleep(verdict.seconds, verdict.reason)
+                self._sleep(verdict.seconds, verdict.reason, carried)
                 result.slept_for_s, result.reason = verdict.seconds, verdict.reason
                 break
         return result
@@ -205,15 +196,21 @@ class AgentLoop:
             insert_failed_turn(self.db, failure_id, turn_id or failure_id, to_iso(started_ms or now_ms),
                                self.hooks.state(), source, ending)
 
-    def _asleep(self) -> bool:
-        until = get_value(self.db, SLEEP_UNTIL_KEY)
-        return bool(until) and from_iso(until) > self.now()
+    def _woken_as(self) -> str:
+        """``external`` when the last cycle to sleep answered external input and no wake event (but the inbox's,
+        whose messages the wake-up turn reads) has come since; else ``agent``."""
+        since = get_value(self.db, EXTERNAL_SINCE_KEY)
+        return "agent" if since is None or woken_since(self.db, since) else "external"
 
-    def _sleep(self, seconds: int, reason: str, *, enter_state: bool = True) -> None:
+    def _sleep(self, seconds: int, reason: str, authority: str, *, enter_state: bool = True) -> None:
+        """Sleep ``seconds``; the cycle its timer wakes answers to ``authority`` too, when it is external."""
         now_ms = self.now()
         with self.db.transaction():
             set_value(self.db, SLEEP_UNTIL_KEY, to_iso(now_ms + seconds * 1000), now_ms)
-            set_value(self.db, SLEEP_REASON_KEY, reason, now_ms)
+            if authority == "external":
+                set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(now_ms), now_ms)
+            else:
+                delete_value(self.db, EXTERNAL_SINCE_KEY)
         if enter_state and self.hooks.state() != "dead":  # dead is left only when funding arrives
             self.hooks.set_state("sleeping", now_ms, reason)
         log.info("sleeping", extra={"seconds": seconds, "reason": reason})

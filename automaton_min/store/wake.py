@@ -63,6 +63,12 @@ def take_pending(db: "Database", *, now_ms: int, picked_up_before_ms: int | None
     return [e for e in events if e.source not in INBOX_SOURCES or from_iso(e.created_at) > picked_up_before_ms]
 
 
+def woken_since(db: "Database", since: str) -> bool:
+    """Whether a wake event other than the inbox's (the loop reads those messages itself) came at or after ``since``."""
+    return db.scalar("SELECT 1 FROM wake_events WHERE created_at >= ? AND source NOT IN ('inbox', 'social')",
+                     (since,)) is not None
+
+
 def prune_consumed(db: "Database", older_than_ms: int, *, batch: int = 500) -> int:
     """Delete up to ``batch`` consumed events older than ``older_than_ms``; returns how many."""
     db.execute("DELETE FROM wake_events WHERE id IN (SELECT id FROM wake_events WHERE consumed_at IS NOT NULL "

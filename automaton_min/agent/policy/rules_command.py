@@ -1,7 +1,8 @@
-"""Command rule (priority 300): the short list of commands refused where the kernel does not confine ``exec``.
+"""Command rules (priority 300), where the kernel does not confine ``exec``: no command for an external turn, and
+a short list of commands refused to the others.
 
-README (Security, Where the kernel does not confine) says where that is; elsewhere this rule refuses nothing. It is a
-speed bump on the command's text: a program the agent writes and then runs can still do anything its user may.
+README (Security, Where the kernel does not confine) says where that is; elsewhere these rules refuse nothing. The list
+is a speed bump on the command's text: a program the agent writes and then runs can still do anything its user may.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from automaton_min.agent.policy.rules_authority import is_external
 from automaton_min.agent.policy.types import VALIDATION_FAILED, PolicyEnv, PolicyRequest, Rule, Verdict, deny, tools
 
 PRIORITY = 300
 FORBIDDEN_COMMAND = "FORBIDDEN_COMMAND"
+EXTERNAL_UNCONFINED_EXEC = "EXTERNAL_UNCONFINED_EXEC"
 
 # Parts of one simple command: no separator between the verb and what it names.
 _ARGS = r"[^;&|\n]*"
@@ -106,8 +109,17 @@ def _forbidden_patterns(request: PolicyRequest, env: PolicyEnv) -> Verdict | Non
     return deny(FORBIDDEN_COMMAND, f"Blocked: the command {why}; commands here run unconfined") if why else None
 
 
+def _external_unconfined(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    if env.commands_confined or not is_external(request):
+        return None
+    return deny(EXTERNAL_UNCONFINED_EXEC, "exec may not be used on behalf of an external message here: commands run "
+                "unconfined, with the agent's own rights")
+
+
 def command_rules() -> list[Rule]:
     return [
         Rule("command.forbidden_patterns", PRIORITY, tools("exec"), _forbidden_patterns,
              "where the kernel does not confine exec, it may not harm the agent or read its keys"),
+        Rule("command.external_unconfined", PRIORITY, tools("exec"), _external_unconfined,
+             "where the kernel does not confine exec, external input runs no command"),
     ]
