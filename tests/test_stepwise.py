@@ -217,3 +217,34 @@ def test_arguments_read_from_text_have_the_wire_limits(agent_for, model, home) -
                  act("sleep", duration_seconds=600, reason="done"))
     agent.loop.run_cycle("first start")
     assert agent.db.query("SELECT COUNT(*) FROM failed_turns")[0][0] == 0 and not (home.root / "workspace" / "a.txt").exists()
+
+
+def test_a_small_model_is_asked_at_temperature_0_unless_the_config_says_otherwise(agent_for, model) -> None:
+    agent = agent_for(genesisPrompt=HAIKU, modelStrategy={"contextWindow": 4096})
+    model.script(choose("sleep"), act("sleep", duration_seconds=600, reason="nothing to do"))
+    agent.loop.run_cycle("first start")
+    assert [body["temperature"] for body in bodies(model)] == [0, 0]
+    warm = agent_for(genesisPrompt=HAIKU, modelStrategy={"contextWindow": 4096, "temperature": 0.7})
+    model.script(choose("sleep"), act("sleep", duration_seconds=600, reason="nothing to do"))
+    warm.loop.run_cycle("first start")
+    assert [body["temperature"] for body in bodies(model)][-2:] == [0.7, 0.7]
+
+
+def test_a_model_that_never_sleeps_by_itself_is_put_to_sleep_longer_each_cycle_until_new_input(
+        agent_for, model, home, clock) -> None:
+    """The cycles a control ends (here: the repeat rule) with no new input back off: 60, 120, 240 s...; a message
+    starts them short again. A small model that never chooses to sleep must not wake every minute for ever."""
+    from automaton_min.social.receive import receive
+
+    agent = agent_for(**SMALL)
+    (home.root / "workspace").mkdir(exist_ok=True)
+    write = act("write_file", path="haiku.txt", content="grey waves fold")
+    slept = []
+    for _ in range(3):
+        model.script(choose("write_file"), write, choose("write_file"), write)
+        slept.append(agent.loop.run_cycle("your sleep timer ran out").slept_for_s)
+        clock.advance(slept[-1] * 1000)
+    assert slept == [IDLE_SLEEP_S, 2 * IDLE_SLEEP_S, 4 * IDLE_SLEEP_S]
+    receive(agent.db, "m1", "0x" + "ab" * 20, "hello", now_ms=clock())
+    model.script(choose("write_file"), write, choose("write_file"), write)
+    assert agent.loop.run_cycle("a message").slept_for_s == IDLE_SLEEP_S

@@ -16,6 +16,7 @@ TEXT_ONLY_SLEEP_S = 60
 CYCLE_LIMIT_SLEEP_S = 120
 IDLE_TURN_LIMIT = 10
 IDLE_SLEEP_S = 60
+IDLE_BACKOFF_MAX_S = 3600  # a sleep a control chose, doubled for each such cycle in a row with no new input
 REPEAT_WINDOW = 3
 LOOP_ENFORCEMENT_SLEEP_S = 300
 MAINTENANCE_TURNS = 3
@@ -50,6 +51,7 @@ class Verdict:
     reason: str = ""
     message: str = ""
     idle: bool = False
+    forced: bool = False  # a control chose this sleep, not the agent nor a failure
 
     def ending(self) -> dict[str, Any]:
         """How the turn this verdict follows ended, as ``turns.ending`` records it."""
@@ -70,6 +72,11 @@ class LoopControls:
     patterns: list[str] = field(default_factory=list)
     warned_pattern: str | None = None
     last_succeeded: frozenset[str] = frozenset()
+    backoff: int = 0  # cycles in a row, before this one, that a control put to sleep with no new input
+
+    def _forced(self, seconds: int, reason: str, *, idle: bool = False) -> Verdict:
+        return Verdict("sleep", min(seconds << self.backoff, max(seconds, IDLE_BACKOFF_MAX_S)), reason, idle=idle,
+                       forced=True)
 
     def is_repeat(self, key: str) -> bool:
         """A call exactly like one that succeeded in the previous turn (``call_key``). The loop asks only for a
@@ -83,12 +90,12 @@ class LoopControls:
         self.errors = 0
         self.last_succeeded = turn.succeeded
         if turn.repeated:
-            return Verdict("sleep", IDLE_SLEEP_S, "repeated its last call, which had succeeded: nothing new to do",
-                           idle=True)
+            return self._forced(IDLE_SLEEP_S, "repeated its last call, which had succeeded: nothing new to do",
+                                idle=True)
         if turn.sleep_requested_s is not None:
             return Verdict("sleep", turn.sleep_requested_s, turn.sleep_reason or "the agent chose to sleep")
         if not turn.tool_names:
-            return Verdict("sleep", TEXT_ONLY_SLEEP_S, "answered without using a tool", idle=True)
+            return self._forced(TEXT_ONLY_SLEEP_S, "answered without using a tool", idle=True)
 
         pattern = ",".join(sorted(turn.tool_names))
         if self.warned_pattern is not None and pattern != self.warned_pattern:
@@ -97,15 +104,15 @@ class LoopControls:
         repeated = len(self.patterns) == REPEAT_WINDOW and len(set(self.patterns)) == 1
         if repeated and self.warned_pattern == pattern:
             self.warned_pattern, self.patterns = None, []
-            return Verdict("sleep", LOOP_ENFORCEMENT_SLEEP_S, f"kept repeating {pattern} after a warning")
+            return self._forced(LOOP_ENFORCEMENT_SLEEP_S, f"kept repeating {pattern} after a warning")
 
         self.idle_turns = 0 if (turn.mutated or turn.had_input) else self.idle_turns + 1
         self.maintenance_turns = self.maintenance_turns + 1 if turn.status_only else 0
         if self.turns >= self.max_turns_per_cycle:
-            return Verdict("sleep", CYCLE_LIMIT_SLEEP_S, f"reached {self.max_turns_per_cycle} turns in this wake cycle")
+            return self._forced(CYCLE_LIMIT_SLEEP_S, f"reached {self.max_turns_per_cycle} turns in this wake cycle")
         if self.idle_turns >= IDLE_TURN_LIMIT:
             self.idle_turns = 0
-            return Verdict("sleep", IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing", idle=True)
+            return self._forced(IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing", idle=True)
         if repeated:
             self.warned_pattern, self.patterns = pattern, []
             return Verdict("warn", message=(

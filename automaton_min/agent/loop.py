@@ -94,6 +94,7 @@ class AgentLoop:
         self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
         self.last_context: AssembledContext | None = None  # the last turn's context (its figures go with the turn)
+        self._forced_cycles, self._forced_sleep_at = 0, None  # a control's sleeps back off: see LoopControls
         self.progress = progress or (lambda: None)  # a sign of life for the watchdog, before each step of a turn
 
     # ---------------------------------------------------------------- one wake cycle
@@ -127,7 +128,9 @@ class AgentLoop:
                                                           recent_thoughts=thoughts)),
             "wakeup", carried)
         self.hooks.set_state("running", self.now(), "awake")
-        controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25))
+        fresh = self._forced_sleep_at is None or woken_since(self.db, self._forced_sleep_at)
+        controls = LoopControls(max_turns_per_cycle=int(self.config.get("maxTurnsPerCycle") or 25),
+                                backoff=0 if fresh else self._forced_cycles)
         self._previous_action = None
         result = CycleResult()
         while not stop.is_set():
@@ -138,6 +141,7 @@ class AgentLoop:
                 messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
                 claimed = [m[0] for m in messages]
                 if messages:
+                    controls.backoff = 0  # new input: a control's sleep starts short again
                     external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
                     carried = "external" if external else "agent"  # the creator's messages: as the agent's own
                     if external:  # kept at once: a cycle cut off before its sleep passes it on too
@@ -177,6 +181,8 @@ class AgentLoop:
             if verdict.action == "warn":
                 pending = (Message("user", "[system] " + verdict.message), "system", carried)
             elif verdict.action == "sleep":
+                self._forced_cycles = controls.backoff + 1 if verdict.forced else 0
+                self._forced_sleep_at = to_iso(self.now()) if verdict.forced else None
                 self._sleep(verdict.seconds, verdict.reason, carried)
                 result.slept_for_s, result.reason = verdict.seconds, verdict.reason
                 break
@@ -351,7 +357,7 @@ class AgentLoop:
         messages, choice_tool = stepwise.choose_request(step, choices)
         first = self.router.route(messages, tier=tier, turn_id=turn_id, tools=(choice_tool,),
                                   planned=replace(route, max_tokens=min(route.max_tokens, stepwise.CHOOSE_TOKENS)),
-                                  cancel=self._abandon, tool_choice=stepwise.CHOOSE)
+                                  cancel=self._abandon, tool_choice=stepwise.CHOOSE, temperature=stepwise.TEMPERATURE)
         if isinstance(first, BudgetDenied):
             return first
         names = tuple(tool.name for tool in choices)
@@ -365,7 +371,7 @@ class AgentLoop:
         messages, call_tool = stepwise.fill_request(step, tool)
         second = self.router.route(messages, tier=tier, turn_id=turn_id, tools=(call_tool,),
                                    planned=replace(route, max_tokens=min(route.max_tokens, stepwise.CALL_TOKENS)),
-                                   cancel=self._abandon, tool_choice=name)
+                                   cancel=self._abandon, tool_choice=name, temperature=stepwise.TEMPERATURE)
         if isinstance(second, BudgetDenied):
             return second
         return stepwise.combined(first, replace(second, result=stepwise.the_call(second.result, name)))

@@ -32,6 +32,7 @@ PURPOSE_CHARS = 1_000
 _MESSAGE_BOUNDARY = re.compile(r"\n\n(?=\[(?:external |blocked: )?message from )", re.IGNORECASE)
 CHOOSE_TOKENS = 32  # an action's name in JSON
 CALL_TOKENS = 400  # a call's arguments: a short file or a command
+TEMPERATURE = 0.0  # unless modelStrategy.temperature says otherwise: a small model answers best undistracted
 CALL_CHARS = 300  # the longest string argument a small model's call may have
 _LABEL_END = re.compile(r"\s+(?:in your|when|\()|[.,;]")
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)

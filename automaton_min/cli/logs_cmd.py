@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 import orjson
 
-from automaton_min.cli.common import home_of, load_config_for
+from automaton_min.cli.common import home_of, load_config_for, with_home
 from automaton_min.config import db_path
 from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
 from automaton_min.log import printable, short
@@ -61,7 +61,7 @@ def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[
     for turn in turns:
         show(turn)
     if not turns and not as_json:
-        click.echo(_no_turns_yet(home), err=True)
+        click.echo(with_home(_no_turns_yet(home), click.get_current_context()), err=True)
     if not follow:
         return
     cursor = cursor_of(turns, None) or cursor_of(latest_turns(db, 1), None)

@@ -2,7 +2,8 @@
 
 First match wins: Ollama (with ``ollamaBaseUrl``); Anthropic (its provider or a ``claude-*`` model, with
 ``anthropicApiKey``); ``openaiBaseUrl`` (the user's own model, or any model not OpenAI's, Anthropic's or Conway's);
-OpenAI (with ``openaiApiKey``); else the Conway proxy with the raw key. Each provider has its own circuit breaker.
+OpenAI (with ``openaiApiKey``); the Conway proxy with the raw key; else ``openaiBaseUrl`` for any model. Each
+provider has its own circuit breaker.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class Providers:
             return "openai"
         if get("conwayApiKey"):
             return "conway"
+        if get("openaiBaseUrl"):
+            return "compatible"  # nothing else can serve it, and one's own server answers to any name
         raise ModelUnusable(
             f"no provider can serve {model.model_id}: set openaiBaseUrl, openaiApiKey or anthropicApiKey, "
             "or provision a Conway key (automaton-min provision)"

@@ -281,9 +281,10 @@ class Router:
     def route(self, messages: tuple[Message, ...], *, tier: str, turn_id: str | None, task_type: str = "agent_turn",
               tools: tuple[ToolSchema, ...] = (), low_compute: bool = False,
               planned: Route | None = None, cancel: threading.Event | None = None,
-              tool_choice: str | None = None) -> RoutedResult | BudgetDenied:
+              tool_choice: str | None = None, temperature: float | None = None) -> RoutedResult | BudgetDenied:
         """Plan (unless ``planned`` is given), check the budgets, call the provider within the task's deadline
-        (``InferenceTimeout``; ``InferenceCancelled`` once ``cancel`` is set), and record what it cost."""
+        (``InferenceTimeout``; ``InferenceCancelled`` once ``cancel`` is set), and record what it cost.
+        ``temperature`` applies when ``modelStrategy.temperature`` is unset."""
         route = planned or self.plan(tier, task_type, low_compute=low_compute)
         if isinstance(route, BudgetDenied):
             return route
@@ -300,8 +301,9 @@ class Router:
 
         deadline_s = self.timeouts[task_type]
         strategy = self.config.get("modelStrategy") or {}
+        configured = strategy.get("temperature")
         request = ChatRequest(route.model.model_id, messages, route.max_tokens, tools, timeout_s=deadline_s,
-                              tool_choice=tool_choice, temperature=strategy.get("temperature"),
+                              tool_choice=tool_choice, temperature=temperature if configured is None else configured,
                               seed=strategy.get("seed"))
         started = self.monotonic()
         try:

@@ -74,6 +74,8 @@ def test_logs_of_a_new_agent_says_there_is_nothing_yet(cli, set_up):
     assert (result.code, result.stdout) == (0, "") and "No turns yet" in result.stderr and "automaton-min run" in result.stderr
     quiet = cli("logs", "--json")
     assert (quiet.code, quiet.stdout, quiet.stderr) == (0, "", "")
+    named = cli("--home", str(set_up.root), "logs")  # a hint repeats the --home typed
+    assert f"automaton-min --home {set_up.root} run" in named.stderr
 
 
 def test_logs_of_a_running_agent_without_turns_says_it_runs(cli, set_up):
