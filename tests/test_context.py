@@ -256,5 +256,7 @@ def test_wakeup_says_why() -> None:
     assert "first turn" in first and "Why you are awake: you were just created." in first and "$5.00" in first
     later = wakeup_message(first_run=False, reason="a message arrived from 0xabc", credits_cents=None, usdc_atomic=1_000_000,
                            turns=12, recent_thoughts=["a", "", "b", "c", "d"])
-    assert "after 12 turns" in later and "a message arrived" in later and "unknown in credits" in later
+    assert "after 12 turns" in later and "a message arrived" in later and "Credits: unknown; wallet: 1.00 USDC" in later
+    local = wakeup_message(first_run=False, reason="timer", credits_cents=None, usdc_atomic=None, turns=1)
+    assert "balances are not known" in local and "unknown in credits and unknown" not in local
     assert "- b" in later and "- d" in later and "- a" not in later

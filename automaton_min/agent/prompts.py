@@ -114,7 +114,8 @@ def creator_note(creator_message: str, clean: Callable[[str], str]) -> str:
 def wakeup_message(*, first_run: bool, reason: str, credits_cents: int | None, usdc_atomic: int | None,
                    turns: int, recent_thoughts: Iterable[str] = ()) -> str:
     """What the agent reads first in a wake cycle, including why it woke."""
-    money = f"You have {_money(credits_cents)} in credits and {_usdc(usdc_atomic)}."
+    money = (f"Credits: {_money(credits_cents)}; wallet: {_usdc(usdc_atomic)}." if credits_cents is not None
+             or usdc_atomic is not None else "Your balances are not known (no credits or wallet reading).")
     if first_run:
         return "\n".join([
             "You have just been created; this is your first turn.",
