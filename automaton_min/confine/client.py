@@ -120,7 +120,12 @@ class ConfinedSandbox:
 
     def start(self) -> "ConfinedSandbox":
         """Start the spawner and wait until it has confined itself; raises ``ConfinementUnavailable`` if it cannot."""
+        return self.launch().ready()
+
+    def launch(self) -> "ConfinedSandbox":
+        """Start the spawner and send it the plan; ``ready`` waits for its report (the daemon goes on meanwhile)."""
         self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.report = {}
         _remove_stale_temp_dirs()
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
         plan = make_plan(self.home, self.workspace, self._tmp)
@@ -137,7 +142,14 @@ class ConfinedSandbox:
         ours.settimeout(START_TIMEOUT_S)
         try:
             send(ours, {"plan": plan.as_args(), "method": self.method, "max_output_bytes": self.max_output_bytes})
-            report = receive(ours)
+        except OSError as exc:
+            self.report = {"ok": False, "error": f"the spawner did not start: {exc}"}
+        return self
+
+    def ready(self) -> "ConfinedSandbox":
+        """Wait for the launched spawner's report; ``ConfinementUnavailable`` (all cleaned up) if it is not confined."""
+        try:
+            report = self.report or receive(self._sock)
         except (OSError, ValueError) as exc:
             report = {"ok": False, "error": f"the spawner did not start: {exc}"}
         if not report.get("ok"):
@@ -310,8 +322,15 @@ class UnconfinedSandbox(LocalSandbox):
         return f"none ({self.why})"
 
 
-def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False,
-                  disposable: bool = False) -> ConfinedSandbox | LocalSandbox:
+def launch(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False) -> ConfinedSandbox:
+    """The first method's spawner, started now; ``local_sandbox`` given it as ``launched`` waits for it."""
+    protect_daemon()
+    method = METHODS[config.get("execConfinement") or "auto"][0]
+    return ConfinedSandbox(home, workspace, method, own_cgroup=own_cgroup).launch()
+
+
+def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool = False, disposable: bool = False,
+                  launched: ConfinedSandbox | None = None) -> ConfinedSandbox | LocalSandbox:
     """The local sandbox for this agent: confined by the first method that works, else refused or (if allowed, or
     ``disposable``: this machine is a Conway sandbox, whose commands are the agent's only way to work) bare, where
     the policy's short list of forbidden commands applies. ``own_cgroup``: put the spawner and its commands in a
@@ -320,7 +339,8 @@ def local_sandbox(home: Path, workspace: Path, config: Any, *, own_cgroup: bool 
     failures = []
     for method in METHODS[config.get("execConfinement") or "auto"]:
         try:
-            sandbox = ConfinedSandbox(home, workspace, method, own_cgroup=own_cgroup).start()
+            sandbox = (launched.ready() if launched is not None and launched.method == method else
+                       ConfinedSandbox(home, workspace, method, own_cgroup=own_cgroup).start())
         except ConfinementUnavailable as exc:
             failures.append(str(exc))
             continue

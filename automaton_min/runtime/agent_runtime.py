@@ -126,10 +126,11 @@ def start_step(name: str) -> Iterator[None]:
 
 def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS,
                 service: bool = False, schedule_changed: threading.Event | None = None,
-                progress: Callable[[], None] | None = None) -> Agent:
+                progress: Callable[[], None] | None = None, launched: Any = None) -> Agent:
     """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time.
     ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible);
-    ``schedule_changed`` is set when a tool changes the heartbeat's schedule; ``progress`` ticks for the watchdog."""
+    ``schedule_changed`` is set when a tool changes the heartbeat's schedule; ``progress`` ticks for the watchdog;
+    ``launched``: the confined spawner, already started (``sandbox_for``)."""
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.agent.policy import PolicyEngine, default_rules
     from automaton_min.agent.policy.rules_command import kernel_confines
@@ -162,7 +163,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         relay = RelayClient.from_config(config, wallet, now=now)
     with start_step("sandbox"):
         workspace = home.root / "workspace"
-        sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root, own_cgroup=service)
+        sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root, own_cgroup=service,
+                              launched=launched)
     with start_step("policy and spend limits"):
         node = rpc_url(config, BASE)
         read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)

@@ -10,6 +10,7 @@ from automaton_min.conway.sandbox import ExecResult, PortInfo, Sandbox, is_local
 from automaton_min.errors import ConfigError
 
 if TYPE_CHECKING:
+    from automaton_min.confine.client import ConfinedSandbox
     from automaton_min.conway.client import ConwayClient
 
 
@@ -60,11 +61,13 @@ def sandbox_for(
     send: Callable[..., Any] | None = None,
     home: Path | None = None,
     own_cgroup: bool = False,
+    launched: "ConfinedSandbox | None" = None,
 ) -> Sandbox:
     """The sandbox ``config`` (anything with ``.get``) describes. Local mode (no ``sandboxId``, or, given ``home``, the
     one this daemon runs in) runs in ``workspace`` (default: the user's home), confined away from ``home`` when given
-    (the running agent always gives it; ``own_cgroup``: a cgroup of their own). Remote mode uses ``client``, or one
-    built from ``conwayApiUrl``/``conwayApiKey`` and ``send``."""
+    (the running agent always gives it; ``own_cgroup``: a cgroup of their own; ``launched``: the spawner
+    ``launch_spawner`` started). Remote mode uses ``client``, or one built from ``conwayApiUrl``/``conwayApiKey`` and
+    ``send``."""
     sandbox_id = config.get("sandboxId")
     own = _own_sandbox_id() if home is not None and not is_local_sandbox_id(sandbox_id) else ""
     if is_local_sandbox_id(sandbox_id) or (own and str(sandbox_id).strip() == own):
@@ -72,7 +75,8 @@ def sandbox_for(
         if home is not None:  # the daemon's own Conway sandbox is this machine: its commands are confined here too
             from automaton_min.confine.client import local_sandbox
 
-            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup, disposable=bool(own))
+            return local_sandbox(Path(home), local_root, config, own_cgroup=own_cgroup, disposable=bool(own),
+                                 launched=launched)
         from automaton_min.conway.local import LocalSandbox
 
         return LocalSandbox(local_root)
@@ -88,6 +92,16 @@ def sandbox_for(
         kwargs = {"send": send} if send is not None else {}
         client = ConwayClient(config.get("conwayApiUrl") or DEFAULT_API_URL, api_key, **kwargs)
     return RemoteSandbox(client, str(sandbox_id).strip())
+
+
+def launch_spawner(config: Any, home: Path, workspace: Path, *, own_cgroup: bool) -> "ConfinedSandbox | None":
+    """When commands run on this machine, its confined spawner started now, to start while the rest is built."""
+    sandbox_id = config.get("sandboxId")
+    if not is_local_sandbox_id(sandbox_id) and str(sandbox_id).strip() != _own_sandbox_id():
+        return None
+    from automaton_min.confine.client import launch
+
+    return launch(home, workspace, config, own_cgroup=own_cgroup)
 
 
 def _own_sandbox_id() -> str:

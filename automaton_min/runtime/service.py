@@ -54,24 +54,31 @@ def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus
 
 def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     """Start everything, serve until stopped, stop everything in order; the process exit code."""
+    from automaton_min.confine.reaper import become_subreaper
+    from automaton_min.runtime.sandboxes import launch_spawner
+
+    become_subreaper()  # what a command leaves behind when its spawner dies comes here, to be ended
+    spawner = launch_spawner(config, home.root, home.root / "workspace", own_cgroup=True)  # starts as we import
     from automaton_min.observe.metrics import Metrics
     from automaton_min.runtime.agent_runtime import build_agent, start_step
     from automaton_min.heartbeat.parts import PartStates, probe
     from automaton_min.runtime.report import log_banner
     from automaton_min.store.wake import WakeBus
-
-    from automaton_min.confine.reaper import become_subreaper
     from automaton_min.net.deadlines import WATCH as http_deadlines
 
-    become_subreaper()  # what a command leaves behind when its spawner dies comes here, to be ended
     signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
     signals.install()
     notifier = Notifier.from_environment()
     metrics = Metrics(now=now)
     schedule_changed = threading.Event()  # the agent's schedule changes and SIGUSR1 wake the scheduler
     loop_progress = Progress("loop")
-    agent = build_agent(home, config, now=now, metrics=metrics, service=True, schedule_changed=schedule_changed,
-                        progress=loop_progress.tick)
+    try:
+        agent = build_agent(home, config, now=now, metrics=metrics, service=True, schedule_changed=schedule_changed,
+                            progress=loop_progress.tick, launched=spawner)
+    except BaseException:
+        if spawner is not None:
+            spawner.close()  # not yet the agent's: nothing else would stop it
+        raise
     signals.on_abandon.append(agent.sandbox.cancel)
     signals.on_stop.append(http_deadlines.stop)  # a fetch or a relay poll ends now; a model answer, a paid request
     signals.on_abandon.append(http_deadlines.cut_all)  # ... may finish until the grace period runs out
