@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -12,7 +11,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, replace: bool = 
     """Write ``data`` to ``path`` through a temp file (``mode`` set before the first byte), fsync and rename; with
     ``replace=False`` an existing file stays and ``FileExistsError`` is raised."""
     path = Path(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp_name = f"{path.parent}/.{path.name}.{os.urandom(8).hex()}.tmp"  # no tempfile: the spawner imports this
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:

@@ -14,7 +14,6 @@ import heapq
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -74,15 +73,14 @@ def largest(path: Path, limit: int = 3) -> list[tuple[str, int]]:
         os.close(root_fd)
 
 
-@dataclass(slots=True)
 class _Level:
-    """One directory on the walk's current path."""
+    """One directory on the walk's current path: its name in its parent, (st_dev, st_ino), the subdirectories still
+    to visit, the entries that failed (never retried), and whether it is yet to be scanned."""
 
-    name: str  # in its parent
-    identity: tuple[int, int]  # (st_dev, st_ino)
-    pending: list[str] = field(default_factory=list)  # subdirectories still to visit
-    skipped: set[str] = field(default_factory=set)  # entries that failed: never retried
-    unscanned: bool = True
+    __slots__ = ("name", "identity", "pending", "skipped", "unscanned")
+
+    def __init__(self, name: str, identity: tuple[int, int]) -> None:
+        self.name, self.identity, self.pending, self.skipped, self.unscanned = name, identity, [], set(), True
 
 
 class _Walk:

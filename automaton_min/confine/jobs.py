@@ -11,7 +11,6 @@ import os
 import select
 import subprocess
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,17 +20,15 @@ MAX_JOBS = 4
 LOG_DIR = ".jobs"
 
 
-@dataclass
 class Job:
-    id: str
-    pid: int
-    command: str
-    log: str
-    started_at: float
-    running: bool = True
+    __slots__ = ("id", "pid", "command", "log", "started_at", "running")
+
+    def __init__(self, id: str, pid: int, command: str, log: str, started_at: float, running: bool = True) -> None:
+        self.id, self.pid, self.command, self.log, self.started_at, self.running = (id, pid, command, log,
+                                                                                    started_at, running)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class Jobs:

@@ -1,4 +1,5 @@
-"""The C library for the few system calls confinement needs, loaded once, and errno turned into ``OSError``."""
+"""The C library for the few system calls confinement needs (and the heap's trim), loaded once; errno turned into
+``OSError``."""
 
 from __future__ import annotations
 
@@ -26,3 +27,8 @@ def check(result: int, what: str) -> int:
 
 def prctl(option: int, value: int, what: str) -> None:
     check(libc().prctl(option, value, 0, 0, 0), what)
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``), as a process goes idle."""
+    getattr(libc(), "malloc_trim", lambda pad: 0)(0)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from automaton_min.confine.protected import protected_paths
 
@@ -23,16 +23,15 @@ def _overlaps(path: Path, home: Path) -> bool:
     return path == home or path in home.parents or home in path.parents
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     """The paths one confinement grants, already resolved (symlinks followed) and checked against the home."""
 
     home: Path
     workspace: Path
     tmp: Path
     read_only: tuple[Path, ...]
-    devices: tuple[Path, ...] = field(default=tuple(Path(d) for d in DEVICES))
-    dropped: tuple[Path, ...] = field(default=())
+    devices: tuple[Path, ...] = tuple(Path(d) for d in DEVICES)
+    dropped: tuple[Path, ...] = ()
 
     def as_args(self) -> dict[str, object]:
         """A JSON-able form, to hand the plan to the spawner process."""

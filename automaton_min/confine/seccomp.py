@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 import socket
 import sys
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
 
@@ -46,8 +46,7 @@ class SeccompUnavailable(OSError):
     """This machine or kernel cannot have the filter, or the kernel refused it."""
 
 
-@dataclass(frozen=True)
-class Arch:
+class Arch(NamedTuple):
     """A system-call ABI: its AUDIT_ARCH value and the numbers the filter looks at."""
 
     name: str
@@ -106,7 +105,7 @@ def native_arch() -> Arch:
     """The ABI this process makes its system calls through."""
     if sys.byteorder != "little":
         raise SeccompUnavailable(errno.ENOSYS, "no seccomp filter for big-endian machines")
-    arch = arch_for(platform.machine(), ctypes.sizeof(ctypes.c_void_p))
+    arch = arch_for(os.uname().machine, ctypes.sizeof(ctypes.c_void_p))
     if arch.name == "i386" and ctypes.alignment(ctypes.c_longlong) == 8:  # i386 aligns long long to 4; x32 to 8
         raise SeccompUnavailable(errno.ENOSYS, "no seccomp filter for the x32 ABI")
     return arch

@@ -22,6 +22,7 @@ from typing import Callable
 
 from automaton_min.confine import caps, landlock, namespace, reaper, seccomp
 from automaton_min.confine.jobs import Job, Jobs
+from automaton_min.confine.libc import trim_heap
 from automaton_min.confine.plan import Plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
 from automaton_min.conway.local import LocalSandbox  # with everything exec needs (subprocess, selectors, codecs)
@@ -233,6 +234,7 @@ def main(fd: int) -> int:
     send(sock, {"ok": True, **report, "pid": os.getpid()})
     sandbox = SpawnerSandbox(plan.workspace, tmpdir=plan.tmp, child_setup=command_setup(enter_layer),
                              max_output_bytes=int(setup.get("max_output_bytes", 64 * 1024)), oom=oom)
+    trim_heap()  # what start-up freed goes back: the spawner waits for its first request
     try:
         serve(sock, sandbox)
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import errno
-import logging
 import os
 import selectors
 import signal
@@ -31,8 +30,6 @@ DRAIN_AFTER_KILL_S = 0.5  # processes that left the group may hold the pipes for
 REAP_WAIT_S = 2.0  # with a sweep: how long the shell may take to be reported after SIGKILL (a tracer can delay it)
 _CHUNK = 64 * 1024
 _TICK_S = 0.05
-
-log = logging.getLogger(__name__)  # not log.py's get_logger: the confined spawner runs this without orjson
 
 
 class _Capture:
@@ -181,8 +178,6 @@ class LocalSandbox:
             selector.close()
             proc.stdout.close()
             proc.stderr.close()
-        if timed_out:
-            log.info("command timed out; its process group was ended", extra={"timeout_s": timeout})
         return ExecResult(
             stdout=out.text(),
             stderr=err.text(),

@@ -5,14 +5,12 @@ rule).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 LOCAL_SANDBOX_IDS = ("", "undefined", "null")
 
 
-@dataclass(frozen=True)
-class ExecResult:
+class ExecResult(NamedTuple):
     """What a command did. ``exit_code`` is negative (minus the signal) when a signal ended it."""
 
     stdout: str
@@ -22,11 +20,10 @@ class ExecResult:
     truncated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass(frozen=True)
-class PortInfo:
+class PortInfo(NamedTuple):
     port: int
     public_url: str
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from automaton_min.clock import Clock, from_iso, system_now
+from automaton_min.confine.libc import trim_heap
 from automaton_min.log import get_logger
 from automaton_min.store.db import STORAGE_ERRORS
 
@@ -219,6 +220,7 @@ def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,
         if pending:
             return "; ".join(pending)
     wait_s = seconds_until(sleep_until(), now())
+    trim_heap()  # what the cycle freed goes back to the system while the agent sleeps
     log.info("asleep", extra={"seconds": round(wait_s, 1)})
     if status:
         status(f"asleep for {round(wait_s)} s")
