@@ -174,7 +174,6 @@ def test_tampered_file_is_refused_and_falls_back_to_the_estimate(tmp_path, caplo
         assert counter.count(text) == estimate_tokens(text)
         assert counter.count("hello world") == estimate_tokens("hello world")
     assert not counter.loaded
-    assert counter.exact_available is False
     assert "sha256" in counter.load_error
     assert len([r for r in caplog.records if r.name == tokens.__name__]) == 1
     with pytest.raises(ValueError):
@@ -219,25 +218,8 @@ def test_estimate_error_bound_on_the_corpus(shipped):
     assert chars4 > max(worst.values())
 
 
-def test_exact_count_only_near_the_boundary():
-    text = "The agent wakes, reads its inbox and decides what to do next. " * 50
-    est = estimate_tokens(text)
-    far = TokenCounter()
-    assert far.fits([text], est * 3) is True
-    assert far.fits([text], est // 3) is False
-    assert far.count_within(text, est * 3) == est
-    assert not far.loaded
-    near = TokenCounter()
-    exact = near.count_within(text, est)
-    assert near.loaded and exact == TokenCounter().count(text)
-    assert near.fits([text, text], 2 * exact) is True
-    assert near.fits([text, text], 2 * exact - 1) is False
-
-
 def test_module_level_api():
     assert tokens.count_tokens("hello world") == 2
-    assert tokens.fits(["hello world"], 10_000)
-    assert tokens.count_within("hello world", 2) == 2
 
 
 def test_safety_margin():

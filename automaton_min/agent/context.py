@@ -285,13 +285,15 @@ class ContextAssembler:
 
     def count_for(self, parts: ContextParts, capacity: int) -> Callable[[str], int]:
         """The estimate when everything surely fits; otherwise exact counts (or the estimate's worst case)."""
-        rough = (estimate_tokens(parts.system) + estimate_tokens(parts.status) + sum(map(estimate_tokens, parts.goals))
+        fixed = estimate_tokens(parts.system) + (estimate_tokens(tools_text(parts.tools)) if parts.tools else 0)
+        rough = (fixed + estimate_tokens(parts.status) + sum(map(estimate_tokens, parts.goals))
                  + (estimate_tokens(parts.pending.content) if parts.pending else 0)
-                 + (estimate_tokens(tools_text(parts.tools)) if parts.tools else 0)
                  + estimate_tokens(parts.summary or "")
                  + sum(size_of(turn_messages(t), estimate_tokens) for t in parts.turns)
-                 + sum(e.compacted_tokens for e in parts.events)
-                 + (self.retriever.budget.total if self.retriever is not None else 0))
+                 + sum(e.compacted_tokens for e in parts.events))
+        if self.retriever is not None:  # memories take at most their room in ``assemble``, where used >= fixed
+            budget = self.retriever.budget.total
+            rough += min(budget, max(int((capacity - fixed) * MEMORY_SHARE), int(capacity * MEMORY_FLOOR_SHARE)))
         if rough <= (1 - COUNT_BAND) * capacity and not parts.more_turns:
             return estimate_tokens
         return _exact(self.counter or default_counter())

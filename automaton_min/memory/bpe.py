@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import binascii
 import heapq
-import io
 import re
 from array import array
 from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 from operator import methodcaller
 from typing import Iterator
 
@@ -27,6 +26,7 @@ _GROUP = methodcaller("group")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 PIECE_CACHE_SIZE = 2048
+CHUNK_BYTES = 1 << 16
 _NO_RANK = -1
 
 
@@ -65,27 +65,28 @@ def split_pattern(numbers: str | None = None) -> re.Pattern[str]:
 
 
 class Ranks:
-    """Token bytes -> rank, for ranks 0..n-1 listed in order, one ``base64 rank`` line each."""
+    """Token bytes -> rank, for ranks 0..n-1 listed in order, ``base64 rank`` pairs (``load_encoder`` has checked
+    the file's sha256: a chunk's first and last rank are checked here, not each)."""
 
     def __init__(self, data: bytes) -> None:
-        blob, offsets = bytearray(), array("I", [0])
-        for line in io.BytesIO(data):  # a line at a time: 100,000 small objects at once would stay as heap
-            if not line.strip():
-                continue
-            token, rank = line.split()
-            if int(rank) != len(offsets) - 1:
-                raise ValueError(f"rank {int(rank)} is out of order (expected {len(offsets) - 1})")
-            blob += binascii.a2b_base64(token)
-            offsets.append(len(blob))
-        size = 1 << ((len(offsets) - 1) * 2).bit_length()  # at most half full
-        table, mask = array("i", [_NO_RANK]) * size, size - 1
-        self.blob, self.offsets = bytes(blob), offsets
-        for rank in range(len(offsets) - 1):
-            slot = hash(self.blob[offsets[rank]:offsets[rank + 1]]) & mask
-            while table[slot] != _NO_RANK:
-                slot = (slot + 1) & mask
-            table[slot] = rank
-        self.table, self.mask = table, mask
+        size = 1 << ((data.count(b"\n") + 1) * 2).bit_length()  # at most half full
+        table, mask, blob, offsets, start = array("i", [_NO_RANK]) * size, size - 1, bytearray(), array("I", [0]), 0
+        while start < len(data):  # a chunk at a time: 100,000 small objects at once would stay as heap
+            end = data.find(b"\n", start + CHUNK_BYTES) + 1 or len(data)
+            fields, first = data[start:end].split(), len(offsets) - 1
+            last = first + len(fields) // 2 - 1
+            if len(fields) % 2 or fields[1:2] != [b"%d" % first] or fields[-1] != b"%d" % last:
+                raise ValueError(f"ranks from {first} on are malformed or out of order")
+            tokens = list(map(binascii.a2b_base64, fields[0::2]))
+            blob += b"".join(tokens)
+            offsets.extend(accumulate(map(len, tokens), initial=offsets.pop()))
+            for rank, code in enumerate(map(hash, tokens), first):
+                slot = code & mask
+                while table[slot] != _NO_RANK:
+                    slot = (slot + 1) & mask
+                table[slot] = rank
+            start = end
+        self.blob, self.offsets, self.table, self.mask = bytes(blob), offsets, table, mask
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

@@ -1,7 +1,7 @@
 """Token counting: exact cl100k_base counts from a file shipped in the package (``bpe.py``), and a cheap estimate.
 
 The exact encoder is loaded on the first exact count and keeps about 2 MB for the life of the process (tiktoken's
-took 38); `fits` and `count_within` count exactly only when the estimate lands near the budget. The BPE file is read
+took 38); the context counts exactly only when the estimate lands near its capacity. The BPE file is read
 from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever fetched. When the file is
 missing or altered, counts fall back to the estimate (logged once per counter).
 
@@ -18,7 +18,6 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Iterable
 
 from automaton_min.memory.bpe import Cl100k
 
@@ -31,7 +30,8 @@ CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a
 ESTIMATE_ERROR_BOUND = {"readme": 0.15, "code": 0.15, "json": 0.15, "hex": 0.08, "shell": 0.21, "lang": 0.23,
                         "base64": 0.28}
 # How close to a budget (relative) the estimate must be before an exact count is made: the largest measured error,
-# rounded up, so an estimate outside the band is on the right side of the budget whatever kind the text is.
+# rounded up, so an estimate outside the band is on the right side of the budget whatever kind the text is
+# (agent/context.py).
 EXACT_BAND = 0.30
 DEFAULT_SAFETY_MARGIN = 0.10
 # Model families whose own tokenizer is cl100k_base: counts are exact for them, no margin needed.
@@ -145,12 +145,10 @@ def load_encoder(path: Path = BPE_PATH, expected_sha256: str = CL100K_SHA256) ->
 class TokenCounter:
     """Exact cl100k_base counts with an LRU cache keyed by a digest of the text, and the estimate as fallback."""
 
-    def __init__(self, *, cache_size: int = 4096, path: Path = BPE_PATH, expected_sha256: str = CL100K_SHA256,
-                 band: float = EXACT_BAND) -> None:
+    def __init__(self, *, cache_size: int = 4096, path: Path = BPE_PATH, expected_sha256: str = CL100K_SHA256) -> None:
         self.cache_size = cache_size
         self.path = Path(path)
         self.expected_sha256 = expected_sha256
-        self.band = band
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
@@ -163,13 +161,6 @@ class TokenCounter:
     def loaded(self) -> bool:
         """Whether the exact encoder is in memory."""
         return self._encoder is not None
-
-    @property
-    def exact_available(self) -> bool | None:
-        """True once loaded, False after a failed load, None before any attempt."""
-        if self._encoder is not None:
-            return True
-        return False if self._failed else None
 
     @property
     def load_error(self) -> str | None:
@@ -187,10 +178,6 @@ class TokenCounter:
                     self._failed = f"{type(e).__name__}: {e}"
                     log.warning("exact token counting unavailable, using the estimate: %s", self._failed)
         return self._encoder
-
-    def estimate(self, text: str) -> int:
-        """The cheap estimate (see estimate_tokens)."""
-        return estimate_tokens(text)
 
     def count(self, text: str) -> int:
         """The exact cl100k_base count (special-token text counted as plain text); the estimate if the encoder
@@ -216,23 +203,6 @@ class TokenCounter:
                 self._cache.popitem(last=False)
         return n
 
-    def _near(self, estimate: int, budget: int) -> bool:
-        return abs(estimate - budget) <= self.band * max(budget, 1)
-
-    def count_within(self, text: str, budget: int) -> int:
-        """A count good enough to compare with `budget`: exact when the estimate is within `band` of it,
-        else the estimate."""
-        est = estimate_tokens(text)
-        return self.count(text) if self._near(est, budget) else est
-
-    def fits(self, texts: Iterable[str], budget: int) -> bool:
-        """Whether the texts together take at most `budget` tokens (exact counts only near the boundary)."""
-        texts = list(texts)
-        est = sum(estimate_tokens(t) for t in texts)
-        if not self._near(est, budget):
-            return est <= budget
-        return sum(self.count(t) for t in texts) <= budget
-
     def cache_keys(self) -> list[bytes]:
         """The cache's keys (digests), oldest first."""
         with self._lock:
@@ -256,13 +226,3 @@ def default_counter() -> TokenCounter:
 def count_tokens(text: str) -> int:
     """Exact cl100k_base token count of `text` (the estimate if the encoder cannot load)."""
     return default_counter().count(text)
-
-
-def count_within(text: str, budget: int) -> int:
-    """See TokenCounter.count_within, with the shared counter."""
-    return default_counter().count_within(text, budget)
-
-
-def fits(texts: Iterable[str], budget: int) -> bool:
-    """See TokenCounter.fits, with the shared counter."""
-    return default_counter().fits(texts, budget)
