@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import unicodedata
+import weakref
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,15 @@ def test_tampered_file_is_refused_and_falls_back_to_the_estimate(tmp_path, caplo
     assert len([r for r in caplog.records if r.name == tokens.__name__]) == 1
     with pytest.raises(ValueError):
         load_encoder(bad)
+
+
+def test_unload_frees_the_encoder_at_once_and_the_next_count_loads_it_again():
+    counter = TokenCounter()
+    n = counter.count("hello world")
+    encoder = weakref.ref(counter._encoder)
+    counter.unload()  # as the agent goes to sleep
+    assert not counter.loaded and encoder() is None  # no reference cycle left for the collector: freed now
+    assert counter.count("hello world") == n and counter.loaded
 
 
 def test_missing_file_falls_back(tmp_path):

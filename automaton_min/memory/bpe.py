@@ -141,7 +141,8 @@ class Cl100k:
     def __init__(self, data: bytes) -> None:
         self.ranks = Ranks(data)
         self.pattern = split_pattern()
-        self._piece_count = lru_cache(maxsize=PIECE_CACHE_SIZE)(self._count_piece)
+        rank_of = self.ranks.get  # not self: a dropped encoder is freed at once, no cycle for the collector to find
+        self._piece_count = lru_cache(maxsize=PIECE_CACHE_SIZE)(lambda piece: len(merge(piece.encode(), rank_of)))
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -155,9 +156,6 @@ class Cl100k:
     def _pieces(self, text: str) -> Iterator[str]:
         """The text split as cl100k splits it, a piece at a time (a list of every piece would stay as heap)."""
         return map(_GROUP, self.pattern.finditer(_valid(text)))
-
-    def _count_piece(self, piece: str) -> int:
-        return len(merge(piece.encode("utf-8"), self.ranks.get))
 
 
 def _valid(text: str) -> str:

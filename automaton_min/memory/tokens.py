@@ -1,9 +1,9 @@
 """Token counting: exact cl100k_base counts from a file shipped in the package (``bpe.py``), and a cheap estimate.
 
-The exact encoder is loaded on the first exact count and keeps about 2 MB for the life of the process (tiktoken's
-took 38); the context counts exactly only when the estimate lands near its capacity. The BPE file is read
-from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever fetched. When the file is
-missing or altered, counts fall back to the estimate (logged once per counter).
+The exact encoder loads on a wake cycle's first exact count (about 50 ms) and keeps about 2 MB until the agent
+sleeps (tiktoken's took 38 for good); the context counts exactly only when the estimate lands near its capacity.
+The BPE file is read from `data/cl100k_base.tiktoken` and its sha256 is checked before use; nothing is ever
+fetched. When the file is missing or altered, counts fall back to the estimate (logged once per counter).
 
 The estimate's error by kind of text: README, Memory (Token counting).
 """
@@ -179,6 +179,12 @@ class TokenCounter:
                     log.warning("exact token counting unavailable, using the estimate: %s", self._failed)
         return self._encoder
 
+    def unload(self) -> None:
+        """Drop the encoder and the counts it made (the agent goes to sleep); the next exact count loads it again."""
+        with self._load_lock, self._lock:
+            self._encoder = None
+            self._cache.clear()
+
     def count(self, text: str) -> int:
         """The exact cl100k_base count (special-token text counted as plain text); the estimate if the encoder
         cannot load."""
@@ -221,6 +227,12 @@ def default_counter() -> TokenCounter:
             if _default is None:
                 _default = TokenCounter()
     return _default
+
+
+def unload() -> None:
+    """The shared counter's encoder dropped, if it was loaded: ``TokenCounter.unload``."""
+    if _default is not None:
+        _default.unload()
 
 
 def count_tokens(text: str) -> int:

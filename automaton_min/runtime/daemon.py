@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 from automaton_min.clock import Clock, from_iso, system_now
 from automaton_min.confine.libc import trim_heap
 from automaton_min.log import get_logger
+from automaton_min.memory.tokens import unload as unload_exact_counter
 from automaton_min.store.db import STORAGE_ERRORS
 
 log = get_logger(__name__)
@@ -220,6 +221,7 @@ def _sleep(signals: Signals, sleep_until: Callable[[], str | None], now: Clock,
         if pending:
             return "; ".join(pending)
     wait_s = seconds_until(sleep_until(), now())
+    unload_exact_counter()  # 2 MB that only a waking turn may need again
     trim_heap()  # what the cycle freed goes back to the system while the agent sleeps
     log.info("asleep", extra={"seconds": round(wait_s, 1)})
     if status:
