@@ -155,7 +155,7 @@ def test_loads_with_networking_disabled(tmp_path):
         "import sys\n"
         "from automaton_min.memory.tokens import TokenCounter\n"
         "c = TokenCounter()\n"
-        "print(c.count('hello world'), c.count('tiktoken is great!'), c.loaded, c.load_error,\n"
+        "print(c.count('hello world'), c.count('tiktoken is great!'), c.loaded, c._failed,\n"
         "      'tiktoken' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
@@ -175,7 +175,7 @@ def test_tampered_file_is_refused_and_falls_back_to_the_estimate(tmp_path, caplo
         assert counter.count(text) == estimate_tokens(text)
         assert counter.count("hello world") == estimate_tokens("hello world")
     assert not counter.loaded
-    assert "sha256" in counter.load_error
+    assert "sha256" in counter._failed
     assert len([r for r in caplog.records if r.name == tokens.__name__]) == 1
     with pytest.raises(ValueError):
         load_encoder(bad)
@@ -193,7 +193,7 @@ def test_unload_frees_the_encoder_at_once_and_the_next_count_loads_it_again():
 def test_missing_file_falls_back(tmp_path):
     counter = TokenCounter(path=tmp_path / "absent.tiktoken")
     assert counter.count("hello world") == estimate_tokens("hello world")
-    assert "FileNotFoundError" in counter.load_error
+    assert "FileNotFoundError" in counter._failed
 
 
 def test_cache_is_keyed_by_digest_never_the_text():
@@ -201,7 +201,7 @@ def test_cache_is_keyed_by_digest_never_the_text():
     texts = ["my secret seed phrase is alpha bravo", "second text", "third text", "fourth text"]
     for t in texts:
         counter.count(t)
-    keys = counter.cache_keys()
+    keys = list(counter._cache)  # oldest first
     assert len(keys) == 3
     for key in keys:
         assert isinstance(key, bytes) and len(key) == 16
@@ -209,7 +209,7 @@ def test_cache_is_keyed_by_digest_never_the_text():
             assert t.encode() not in key and t not in repr(key)
     assert keys == [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts[1:]]
     counter.count("second text")
-    assert counter.hits == 1 and counter.cache_keys()[-1] == keys[0]
+    assert list(counter._cache)[-1] == keys[0]  # a hit moves it to the newest end
     assert counter.count("") == 0
 
 

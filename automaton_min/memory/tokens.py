@@ -153,19 +153,12 @@ class TokenCounter:
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()
         self._encoder: Cl100k | None = None
-        self._failed: str | None = None
-        self.hits = 0
-        self.misses = 0
+        self._failed: str | None = None  # why the encoder could not be loaded
 
     @property
     def loaded(self) -> bool:
         """Whether the exact encoder is in memory."""
         return self._encoder is not None
-
-    @property
-    def load_error(self) -> str | None:
-        """Why the encoder could not be loaded, if it could not."""
-        return self._failed
 
     def _get_encoder(self) -> Cl100k | None:
         if self._encoder is not None or self._failed:
@@ -195,24 +188,17 @@ class TokenCounter:
             n = self._cache.get(key)
             if n is not None:
                 self._cache.move_to_end(key)
-                self.hits += 1
                 return n
         enc = self._get_encoder()
         if enc is None:
             return estimate_tokens(text)
         n = enc.count(text)
         with self._lock:
-            self.misses += 1
             self._cache[key] = n
             self._cache.move_to_end(key)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return n
-
-    def cache_keys(self) -> list[bytes]:
-        """The cache's keys (digests), oldest first."""
-        with self._lock:
-            return list(self._cache)
 
 
 _default: TokenCounter | None = None
@@ -220,7 +206,7 @@ _default_lock = threading.Lock()
 
 
 def default_counter() -> TokenCounter:
-    """The process's shared counter (its encoder loads once, on the first exact count)."""
+    """The process's shared counter (its encoder loads on the first exact count, again after ``unload``)."""
     global _default
     if _default is None:
         with _default_lock:
