@@ -205,6 +205,50 @@ def test_namespace_hides_the_home_and_leaves_only_the_workspace_writable(agent_h
         sandbox.close()
 
 
+def test_a_spawner_launched_early_is_the_one_the_local_sandbox_waits_for(agent_home: Path) -> None:
+    launched = confine_client.launch(agent_home, agent_home / "workspace", {"execConfinement": "namespace"})
+    pid = launched.spawner_pid  # started: the daemon goes on building the agent meanwhile
+    try:
+        sandbox = local_sandbox(agent_home, agent_home / "workspace", {"execConfinement": "namespace"},
+                                launched=launched)
+    except ConfinementUnavailable as exc:
+        pytest.skip(f"unprivileged user namespaces are not available here: {exc}")
+    try:
+        assert sandbox is launched and sandbox.spawner_pid == pid and sandbox.exec("echo hi", 20).stdout == "hi\n"
+    finally:
+        sandbox.close()
+
+
+FAILED_START = """
+import json, os, sys
+from pathlib import Path
+from automaton_min.config import load_config
+from automaton_min.errors import RuntimeFailure
+from automaton_min.home import Home
+from automaton_min.runtime import agent_runtime, sandboxes, service
+
+launched = []
+real = sandboxes.launch_spawner
+sandboxes.launch_spawner = lambda *args, **kwargs: launched.append(real(*args, **kwargs)) or launched[0]
+def fail(*args, **kwargs):
+    raise RuntimeFailure("the database cannot be opened")
+agent_runtime.build_agent = fail
+home = Home(Path(os.environ["AUTOMATON_HOME"]))
+try:
+    service.run_service(home, load_config(home))
+except RuntimeFailure:
+    pass
+spawner = launched[0]
+print(json.dumps({"ended": spawner._proc.poll() is not None, "temp_dir_left": spawner._tmp is not None}))
+"""
+
+
+def test_a_start_that_fails_after_the_spawner_was_launched_stops_it(set_up) -> None:
+    out = subprocess.run([sys.executable, "-c", FAILED_START], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"ended": True, "temp_dir_left": False}
+
+
 # --------------------------------------------------------------------------- where nothing works
 
 
