@@ -11,8 +11,8 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from automaton_min.confine import reaper
 

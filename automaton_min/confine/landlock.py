@@ -10,8 +10,8 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
 
@@ -65,11 +65,10 @@ def handled_fs(abi: int) -> int:
     return _FS_BY_ABI.get(abi, (1 << 16) - 1) if abi > 0 else 0
 
 
-class Rule(NamedTuple):
+class Rule(namedtuple("Rule", "path access")):
     """``access`` stays allowed at and beneath ``path`` (a directory, or a single file)."""
 
-    path: Path
-    access: int
+    __slots__ = ()
 
 
 class Ruleset:

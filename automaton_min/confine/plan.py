@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 from automaton_min.confine.protected import protected_paths
 
@@ -23,15 +23,12 @@ def _overlaps(path: Path, home: Path) -> bool:
     return path == home or path in home.parents or home in path.parents
 
 
-class Plan(NamedTuple):
-    """The paths one confinement grants, already resolved (symlinks followed) and checked against the home."""
+class Plan(namedtuple("Plan", "home workspace tmp read_only devices dropped",
+                      defaults=(tuple(Path(d) for d in DEVICES), ()))):
+    """The paths one confinement grants, already resolved (symlinks followed) and checked against the home: each a
+    ``Path``, ``read_only``, ``devices`` and ``dropped`` tuples of them."""
 
-    home: Path
-    workspace: Path
-    tmp: Path
-    read_only: tuple[Path, ...]
-    devices: tuple[Path, ...] = tuple(Path(d) for d in DEVICES)
-    dropped: tuple[Path, ...] = ()
+    __slots__ = ()
 
     def as_args(self) -> dict[str, object]:
         """A JSON-able form, to hand the plan to the spawner process."""

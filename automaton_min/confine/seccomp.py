@@ -15,8 +15,8 @@ import os
 import socket
 import sys
 from collections.abc import Collection
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 from automaton_min.confine.libc import PR_SET_NO_NEW_PRIVS, check, libc, prctl
 
@@ -46,26 +46,14 @@ class SeccompUnavailable(OSError):
     """This machine or kernel cannot have the filter, or the kernel refused it."""
 
 
-class Arch(NamedTuple):
-    """A system-call ABI: its AUDIT_ARCH value and the numbers the filter looks at."""
+class Arch(namedtuple("Arch", "name audit socket socketpair ptrace kill tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo "
+                      "prlimit64 fcntl ioctl fcntl64 socketcall shared_with_the_host has_x32",
+                      defaults=(None, None, (), False))):
+    """A system-call ABI: its AUDIT_ARCH value and the numbers the filter looks at. ``fcntl64``: 32-bit ABIs' fcntl
+    with 64-bit locks, the one their libc calls; ``shared_with_the_host``: SysV IPC and keyrings, the host's
+    namespaces, not the command's; ``has_x32``: x32 calls arrive as AUDIT_ARCH_X86_64 with X32_SYSCALL_BIT set."""
 
-    name: str
-    audit: int
-    socket: int
-    socketpair: int
-    ptrace: int
-    kill: int
-    tkill: int
-    tgkill: int
-    rt_sigqueueinfo: int
-    rt_tgsigqueueinfo: int
-    prlimit64: int
-    fcntl: int
-    ioctl: int
-    fcntl64: int | None = None  # 32-bit ABIs: fcntl with 64-bit locks, the one their libc calls
-    socketcall: int | None = None
-    shared_with_the_host: tuple[int, ...] = ()  # SysV IPC and keyrings: the host's namespaces, not the command's
-    has_x32: bool = False  # x32 calls arrive as AUDIT_ARCH_X86_64 with X32_SYSCALL_BIT set
+    __slots__ = ()
 
 
 ARCHES = {arch.name: arch for arch in (

@@ -18,7 +18,7 @@ import resource
 import signal
 import socket
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from automaton_min.confine import caps, landlock, namespace, reaper, seccomp
 from automaton_min.confine.jobs import Job, Jobs

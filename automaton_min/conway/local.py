@@ -15,10 +15,10 @@ import signal
 import stat
 import subprocess
 import time
+from collections import namedtuple
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from automaton_min.conway.sandbox import ExecResult, PortInfo
 from automaton_min.fileio import atomic_write
 
 ENV_PASSTHROUGH = ("LANG", "LC_ALL", "TZ", "TERM")
@@ -31,6 +31,18 @@ REAP_WAIT_S = 2.0  # with a sweep: how long the shell may take to be reported af
 _CHUNK = 64 * 1024
 _TICK_S = 0.05
 
+
+
+class ExecResult(namedtuple("ExecResult", "stdout stderr exit_code timed_out truncated", defaults=(False, False))):
+    """What a command did. ``exit_code`` is negative (minus the signal) when a signal ended it."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict:
+        return self._asdict()
+
+
+PortInfo = namedtuple("PortInfo", "port public_url")
 
 class _Capture:
     """The head of one output stream, at most ``limit`` bytes; the rest is only counted."""

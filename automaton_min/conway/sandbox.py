@@ -5,27 +5,11 @@ rule).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from automaton_min.conway.local import ExecResult, PortInfo  # noqa: F401 (defined where the spawner needs no typing)
 
 LOCAL_SANDBOX_IDS = ("", "undefined", "null")
-
-
-class ExecResult(NamedTuple):
-    """What a command did. ``exit_code`` is negative (minus the signal) when a signal ended it."""
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: bool = False
-    truncated: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return self._asdict()
-
-
-class PortInfo(NamedTuple):
-    port: int
-    public_url: str
 
 
 @runtime_checkable
