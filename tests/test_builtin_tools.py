@@ -50,6 +50,7 @@ NAMES = {
     "exec", "read_file", "write_file", "check_credits", "check_usdc_balance", "topup_credits", "transfer_credits",
     "x402_fetch", "sleep", "system_synopsis", "heartbeat_ping", "distress_signal", "enter_low_compute", "send_message",
     "list_models", "switch_model", "check_inference_spending", "modify_heartbeat", "update_genesis_prompt", "view_soul",
+    "view_soul_history",
     "update_soul", "expose_port", "remove_port", "create_sandbox", "list_sandboxes", "stop_job",
 }
 MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure", "note_about_agent", "forget"}
@@ -148,7 +149,7 @@ def test_every_builtin_is_registered_with_a_strict_schema() -> None:
 
 def test_flags_match_the_inventory() -> None:
     assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING | {"stop_job"}  # stop_job is ours (background jobs)
-    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul"}
+    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul", "view_soul_history"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}
     assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt"}
@@ -684,16 +685,22 @@ def test_check_inference_spending(make_ctx, db, clock) -> None:
 # --------------------------------------------------------------------------- soul and purpose
 
 
-def test_view_and_update_soul_keeps_the_previous_version(make_ctx, home, db) -> None:
+def test_view_and_update_soul_keeps_every_version(make_ctx, home, db) -> None:
     ctx = make_ctx()
     assert "no SOUL.md yet" in ok(ctx, "view_soul")
-    ok(ctx, "update_soul", {"content": "# Ada\nI build tools."})
-    assert get_value(db, "soul_previous") is None
+    assert "no recorded versions" in ok(ctx, "view_soul_history")
+    assert ok(ctx, "update_soul", {"content": "# Ada\nI build tools."}).startswith("SOUL.md updated to version 1 ")
+    home.soul_path.write_text("# Ada\nI build tools, edited by hand.")  # a change no tool made is kept too
     result = ok(ctx, "update_soul", {"content": "# Ada\nI build and sell tools.", "reason": "learned"})
-    assert result.startswith("SOUL.md updated (") and "previous version is kept" in result
+    assert result.startswith("SOUL.md updated to version 3 (") and "Every version is kept" in result
     assert home.soul_path.read_text() == "# Ada\nI build and sell tools." and stat.S_IMODE(home.soul_path.stat().st_mode) == 0o600
-    previous = orjson.loads(get_value(db, "soul_previous"))
-    assert previous["content"] == "# Ada\nI build tools." and previous["reason"] == "learned"
+    history = ok(ctx, "view_soul_history").splitlines()
+    assert [line.split(":")[0] for line in history] == ["version 3", "version 2", "version 1"]
+    assert "by agent" in history[0] and history[0].endswith(": learned") and "by system" in history[1]
+    assert ok(ctx, "view_soul_history", {"version": 1}).endswith("\n# Ada\nI build tools.")
+    assert "no version 9" in fails(ctx, "view_soul_history", {"version": 9})
+    assert db.scalar("SELECT COUNT(DISTINCT content_hash) FROM soul_history") == 3
+    assert "already says exactly that" in ok(ctx, "update_soul", {"content": "# Ada\nI build and sell tools."})
     assert ok(ctx, "view_soul") == "# Ada\nI build and sell tools."
     assert "empty" in fails(ctx, "update_soul", {"content": "   "})
 

@@ -87,7 +87,8 @@ OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_creator_commands_1")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
-                          "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots")
+                          "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots",
+                          "soul_history")
 # Reference tables the runtime uses: rows kept, timestamps rewritten into the one format at the same instants.
 RUNTIME_TABLES = ("heartbeat_schedule", "heartbeat_history", "wake_events")
 # The reference's memory tables (migration 107): rows kept, timestamps in the one format; an older database gains
@@ -456,7 +457,7 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's other later tables appear.
-    assert "soul_history" not in tables_of(path) and "goals" not in tables_of(path) and "children" in counts
+    assert "goals" not in tables_of(path) and "children" in counts
 
 
 # --- transactions ------------------------------------------------------------------
@@ -790,3 +791,13 @@ def test_a_file_that_cannot_be_opened_is_one_database_error(tmp_path: Path) -> N
     directory.mkdir()
     with pytest.raises(DatabaseError, match="automaton-min doctor"):
         open_database(directory)
+
+
+def test_the_previous_soul_kept_in_kv_becomes_the_first_version_of_its_history(tmp_path: Path, clock) -> None:
+    db = open_database(tmp_path / "state.db", migrations=MIGRATIONS[:-1], now=clock)
+    kept = '{"content": "# Ada\\nI build tools.", "replacedAt": "2026-11-20T10:00:00.000Z", "reason": "learned"}'
+    set_value(db, "soul_previous", kept, clock())
+    assert migrate(db, MIGRATIONS, clock) == ["soul_history"]
+    assert db.query("SELECT version, content, change_source, change_reason, created_at FROM soul_history") == [
+        (1, "# Ada\nI build tools.", "agent", "learned", "2026-11-20T10:00:00.000Z")]
+    db.close()

@@ -1,6 +1,15 @@
-"""The first ``SOUL.md`` an automaton gets at setup (the legacy markdown layout)."""
+"""``SOUL.md``: the first one setup writes (the legacy markdown layout), and every version since (``soul_history``)."""
 
 from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, NamedTuple
+
+from automaton_min.clock import to_iso
+from automaton_min.ids import new_ulid
+
+if TYPE_CHECKING:
+    from automaton_min.store.sqlite import Database
 
 
 def initial_soul(name: str, address: str, creator: str, genesis_prompt: str) -> str:
@@ -47,3 +56,39 @@ def rename_soul(text: str, old_name: str | None, new_name: str) -> str:
         elif line.startswith("- Name:") and line[len("- Name:"):].strip() in {old_name, "None", ""}:
             lines[index] = f"- Name: {new_name}"
     return "\n".join(lines)
+
+
+class SoulVersion(NamedTuple):
+    version: int
+    content: str
+    content_hash: str
+    source: str
+    reason: str | None
+    created_at: str
+
+
+def record_soul(db: "Database", content: str, source: str, reason: str | None, now_ms: int) -> int:
+    """Store ``content`` as the next version (unless it is the latest already); its version number."""
+    latest = db.query_one("SELECT id, version, content_hash FROM soul_history ORDER BY version DESC LIMIT 1")
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
+    if latest is not None and latest[2] == digest:
+        return int(latest[1])
+    version = 1 if latest is None else int(latest[1]) + 1
+    db.execute("INSERT INTO soul_history (id, version, content, content_hash, change_source, change_reason, "
+               "previous_version_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (new_ulid(now_ms), version, content, digest, source, reason, latest[0] if latest else None,
+                to_iso(now_ms)))
+    return version
+
+
+def soul_versions(db: "Database", limit: int = 20) -> list[SoulVersion]:
+    """The newest ``limit`` versions, newest first."""
+    return [SoulVersion(*row) for row in db.query(
+        "SELECT version, content, content_hash, change_source, change_reason, created_at FROM soul_history "
+        "ORDER BY version DESC LIMIT ?", (limit,))]
+
+
+def soul_version(db: "Database", version: int) -> SoulVersion | None:
+    row = db.query_one("SELECT version, content, content_hash, change_source, change_reason, created_at "
+                       "FROM soul_history WHERE version = ?", (version,))
+    return None if row is None else SoulVersion(*row)

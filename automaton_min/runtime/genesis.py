@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from automaton_min.agent.constitution import CONSTITUTION
-from automaton_min.agent.soul import initial_soul, rename_soul
+from automaton_min.agent.soul import initial_soul, record_soul, rename_soul
 from automaton_min.chain.address import has_valid_checksum
 from automaton_min.chain.wallet import Wallet, ensure_wallet
 from automaton_min.clock import Clock, system_now, to_iso
@@ -153,6 +153,7 @@ def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> S
     save_config(home, config)
     written = [home.config_path.name]
 
+    old_soul = None
     if not home.soul_path.exists():
         soul = initial_soul(config["name"], wallet.address, config["creatorAddress"], config.get("genesisPrompt", ""))
         atomic_write(home.soul_path, soul.encode(), 0o600)
@@ -168,6 +169,9 @@ def setup_agent(home: Home, answers: SetupAnswers, now: Clock = system_now) -> S
         written.append(home.constitution_path.name)
 
     with open_database(db_path(home, config), now=now) as db, db.transaction():
+        if home.soul_path.name in written:  # the first soul, or the creator's new name in it
+            record_soul(db, home.soul_path.read_text(encoding="utf-8"), "genesis" if old_soul is None else "human",
+                        "written by setup", now())
         write_identity(
             db,
             {

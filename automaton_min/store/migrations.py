@@ -99,4 +99,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(110, "known_payees_and_approval_reasons", schema_social.create_known_payees),
     Migration(111, "turn_endings", schema_core.record_turn_endings),
     Migration(112, "creator_commands", schema_social.create_creator_commands),
+    Migration(113, "soul_history", schema_core.create_soul_history),
 )

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import hashlib
+
+import orjson
+
 from automaton_min.clock import SQL_NOW
 from automaton_min.store.sqlite import add_missing_columns, normalize_timestamps
 
@@ -122,3 +126,32 @@ def record_turn_endings(db: "Database") -> None:
     itself to ``turns``, so ``logs`` reads it from ``failed_turns``."""
     add_missing_columns(db, "turns", {"ending": "TEXT"})
     db.execute(FAILED_TURNS)
+
+
+SOUL_HISTORY = f"""
+CREATE TABLE IF NOT EXISTS soul_history (
+    id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    change_source TEXT NOT NULL CHECK (change_source IN ('agent', 'human', 'system', 'genesis', 'reflection')),
+    change_reason TEXT,
+    previous_version_id TEXT REFERENCES soul_history(id),
+    approved_by TEXT,
+    created_at TEXT NOT NULL DEFAULT ({SQL_NOW})
+);
+CREATE INDEX IF NOT EXISTS idx_soul_version ON soul_history(version);
+"""
+
+
+def create_soul_history(db: "Database") -> None:
+    """Every version of SOUL.md (the reference's v5 table); the one previous soul kept in KV ``soul_previous`` before
+    this table becomes its first version."""
+    db.execute(SOUL_HISTORY)
+    kept = db.scalar("SELECT value FROM kv WHERE key = 'soul_previous'")
+    if kept and not db.scalar("SELECT 1 FROM soul_history"):
+        old = orjson.loads(kept)
+        content = str(old.get("content") or "")
+        db.execute("INSERT INTO soul_history (id, version, content, content_hash, change_source, change_reason, "
+                   "created_at) VALUES ('soul-previous', 1, ?, ?, 'agent', ?, ?)",
+                   (content, hashlib.sha256(content.encode()).hexdigest(), old.get("reason"), old.get("replacedAt")))

@@ -356,6 +356,11 @@ def test_setup_rerun_changes_one_value_and_keeps_the_rest(cli, home):
     assert second["address"] == first["address"]
     assert second["walletCreated"] is False
     assert "SOUL.md" in second["written"]  # renamed; the agent's own text is kept
+    from automaton_min.store.db import open_database
+
+    with open_database(home.root / "state.db") as db:  # the history: setup's first soul, then the renamed one
+        rows = db.query("SELECT version, change_source, content FROM soul_history ORDER BY version")
+    assert [(v, s) for v, s, _ in rows] == [(1, "genesis"), (2, "human")] and rows[1][2].startswith("# bob")
 
     after = read_json(home.config_path)
     assert after["name"] == "bob"

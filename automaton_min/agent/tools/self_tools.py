@@ -1,6 +1,6 @@
-"""Self tools: view_soul, update_soul, update_genesis_prompt; and modify_heartbeat.
+"""Self tools: view_soul, view_soul_history, update_soul, update_genesis_prompt; and modify_heartbeat.
 
-The replaced soul is kept in KV ``soul_previous``, the replaced purpose in ``genesis_prompt_backup``. A turn from
+Every version of the soul is kept in ``soul_history``, the replaced purpose in ``genesis_prompt_backup``. A turn from
 outside cannot change the purpose, and with ``soulConfig.requireCreatorApprovalForPurposeChange`` only the creator
 can.
 """
@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
+from automaton_min.agent.soul import record_soul, soul_version, soul_versions
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
-from automaton_min.clock import to_iso
 from automaton_min.errors import AutomatonError
 from automaton_min.fileio import atomic_write
 from automaton_min.store.kv import set_value
 
-SOUL_PREVIOUS_KEY = "soul_previous"
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
 
 
@@ -52,15 +49,28 @@ def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
     if previous == content:
         return "SOUL.md already says exactly that; nothing changed."
     now_ms = ctx.now()
-    if previous is not None:
-        kept = {"content": previous, "replacedAt": to_iso(now_ms), "reason": reason}
-        set_value(ctx.db, SOUL_PREVIOUS_KEY, orjson.dumps(kept).decode(), now_ms)
     try:
-        atomic_write(home.soul_path, content.encode("utf-8"), 0o600)
+        with ctx.db.transaction():  # the version is stored only if the file is written
+            if previous is not None:
+                record_soul(ctx.db, previous, "system", "the soul as it was before this change", now_ms)
+            version = record_soul(ctx.db, content, "agent", reason, now_ms)
+            atomic_write(home.soul_path, content.encode("utf-8"), 0o600)
     except OSError as exc:
         raise ToolFailure(f"SOUL.md was not changed: {exc.strerror or exc}") from None
-    kept = " The previous version is kept." if previous is not None else ""
-    return f"SOUL.md updated ({len(content)} characters; {reason}).{kept}"
+    return f"SOUL.md updated to version {version} ({len(content)} characters; {reason}). Every version is kept."
+
+
+def run_view_soul_history(ctx: ToolContext, args: dict[str, Any]) -> str:
+    if args.get("version") is not None:
+        found = soul_version(ctx.db, int(args["version"]))
+        if found is None:
+            raise ToolFailure(f"version: there is no version {args['version']} of your soul")
+        return f"SOUL.md version {found.version} ({found.created_at}, {found.source}):\n{found.content}"
+    versions = soul_versions(ctx.db)
+    if not versions:
+        return "Your soul has no recorded versions yet (the first update_soul records them)."
+    return "\n".join(f"version {v.version}: {v.created_at}, by {v.source}, {len(v.content)} characters, "
+                     f"sha256 {v.content_hash[:12]}: {v.reason or 'no reason given'}" for v in versions)
 
 
 VIEW_SOUL = Tool(ToolSpec(
@@ -68,9 +78,15 @@ VIEW_SOUL = Tool(ToolSpec(
     object_schema({}), "self_mod", risk="safe", status_check=True,
 ), run_view_soul)
 
+VIEW_SOUL_HISTORY = Tool(ToolSpec(
+    "view_soul_history", "List the versions of your SOUL.md (newest first), or read one of them.",
+    object_schema({"version": {"type": "integer", "minimum": 1, "description": "The version to read"}}),
+    "self_mod", risk="safe", status_check=True,
+), run_view_soul_history)
+
 UPDATE_SOUL = Tool(ToolSpec(
     "update_soul",
-    f"Rewrite your SOUL.md (the whole document, at most {SOUL_LIMIT} characters); the previous version is kept.",
+    f"Rewrite your SOUL.md (the whole document, at most {SOUL_LIMIT} characters); every version is kept.",
     object_schema({
         "content": {"type": "string", "minLength": 1, "maxLength": SOUL_LIMIT,
                     "description": "The whole new SOUL.md (markdown)"},
@@ -146,4 +162,4 @@ MODIFY_HEARTBEAT = Tool(ToolSpec(
 ), run_modify_heartbeat)
 
 
-TOOLS = (VIEW_SOUL, UPDATE_SOUL, UPDATE_GENESIS_PROMPT, MODIFY_HEARTBEAT)
+TOOLS = (VIEW_SOUL, VIEW_SOUL_HISTORY, UPDATE_SOUL, UPDATE_GENESIS_PROMPT, MODIFY_HEARTBEAT)
