@@ -50,7 +50,7 @@ NAMES = {
     "exec", "read_file", "write_file", "check_credits", "check_usdc_balance", "topup_credits", "transfer_credits",
     "x402_fetch", "sleep", "system_synopsis", "heartbeat_ping", "distress_signal", "enter_low_compute", "send_message",
     "list_models", "switch_model", "check_inference_spending", "modify_heartbeat", "update_genesis_prompt", "view_soul",
-    "view_soul_history",
+    "view_soul_history", "reflect_on_soul",
     "update_soul", "expose_port", "remove_port", "create_sandbox", "list_sandboxes", "stop_job",
 }
 MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure", "note_about_agent", "forget"}
@@ -149,7 +149,8 @@ def test_every_builtin_is_registered_with_a_strict_schema() -> None:
 
 def test_flags_match_the_inventory() -> None:
     assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING | {"stop_job"}  # stop_job is ours (background jobs)
-    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul", "view_soul_history"}
+    assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul", "view_soul_history",
+                                                                                     "reflect_on_soul"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}
     assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt"}
@@ -703,6 +704,17 @@ def test_view_and_update_soul_keeps_every_version(make_ctx, home, db) -> None:
     assert "already says exactly that" in ok(ctx, "update_soul", {"content": "# Ada\nI build and sell tools."})
     assert ok(ctx, "view_soul") == "# Ada\nI build and sell tools."
     assert "empty" in fails(ctx, "update_soul", {"content": "   "})
+
+
+def test_reflect_on_soul_measures_it_against_the_purpose_without_a_model(make_ctx, home) -> None:
+    ctx = make_ctx()  # the purpose: "Earn your keep."
+    ok(ctx, "update_soul", {"content": "# Ada\nI build tools."})
+    drifted = ok(ctx, "reflect_on_soul")
+    assert "Alignment of your SOUL.md with your purpose: 0.00" in drifted and "does not say: earn, keep." in drifted
+    assert "rewrite it with update_soul" in drifted and "version 1" in drifted
+    ok(ctx, "update_soul", {"content": "# Ada\nI build tools to earn my keep."})
+    agreed = ok(ctx, "reflect_on_soul")
+    assert "does not say" not in agreed and agreed.endswith("Your soul and your purpose agree.")
 
 
 def test_update_genesis_prompt_backs_up_and_saves(make_ctx, home, db, config) -> None:

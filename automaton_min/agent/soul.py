@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from automaton_min.clock import to_iso
@@ -92,3 +93,22 @@ def soul_version(db: "Database", version: int) -> SoulVersion | None:
     row = db.query_one("SELECT version, content, content_hash, change_source, change_reason, created_at "
                        "FROM soul_history WHERE version = ?", (version,))
     return None if row is None else SoulVersion(*row)
+
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_COMMON = frozenset("a an and are as at be by for from in is it of on or that the this to with you your i my me we "
+                    "our will can do not then than into about".split())
+
+
+def purpose_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _COMMON and len(w) > 2}
+
+
+def genesis_alignment(soul: str, genesis: str) -> float:
+    """How much of the purpose the soul still carries, 0 to 1: the mean of the word sets' Jaccard index and the
+    purpose's recall (the reference's measure, here without its common words)."""
+    soul_words, purpose = purpose_words(soul), purpose_words(genesis)
+    if not soul_words or not purpose:
+        return 0.0
+    shared = len(soul_words & purpose)
+    return (shared / len(soul_words | purpose) + shared / len(purpose)) / 2

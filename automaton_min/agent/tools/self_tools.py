@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
-from automaton_min.agent.soul import record_soul, soul_version, soul_versions
+from automaton_min.agent.soul import genesis_alignment, purpose_words, record_soul, soul_version, soul_versions
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
 from automaton_min.errors import AutomatonError
@@ -18,6 +18,7 @@ from automaton_min.fileio import atomic_write
 from automaton_min.store.kv import set_value
 
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
+LOW_ALIGNMENT = 0.3  # below this the soul has drifted from the purpose (the reference's threshold)
 
 
 # --------------------------------------------------------------------------- soul
@@ -60,6 +61,22 @@ def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
     return f"SOUL.md updated to version {version} ({len(content)} characters; {reason}). Every version is kept."
 
 
+def run_reflect_on_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
+    soul = _read_soul(need(ctx, "home")) or ""
+    purpose = setting(ctx, "genesisPrompt") or ""
+    alignment = genesis_alignment(soul, purpose)
+    missing = sorted(purpose_words(purpose) - purpose_words(soul))[:12]
+    lines = [f"Alignment of your SOUL.md with your purpose: {alignment:.2f} (0 to 1)."]
+    if missing:
+        lines.append("Words of your purpose your soul does not say: " + ", ".join(missing) + ".")
+    versions = soul_versions(ctx.db, 1)
+    if versions:
+        lines.append(f"Your soul is at version {versions[0].version}, last changed {versions[0].created_at}.")
+    lines.append("If your soul no longer says who you are or what you are for, rewrite it with update_soul."
+                 if alignment < LOW_ALIGNMENT or missing else "Your soul and your purpose agree.")
+    return "\n".join(lines)
+
+
 def run_view_soul_history(ctx: ToolContext, args: dict[str, Any]) -> str:
     if args.get("version") is not None:
         found = soul_version(ctx.db, int(args["version"]))
@@ -83,6 +100,11 @@ VIEW_SOUL_HISTORY = Tool(ToolSpec(
     object_schema({"version": {"type": "integer", "minimum": 1, "description": "The version to read"}}),
     "self_mod", risk="safe", status_check=True,
 ), run_view_soul_history)
+
+REFLECT_ON_SOUL = Tool(ToolSpec(
+    "reflect_on_soul", "Compare your SOUL.md with your purpose: how well they agree and what the soul leaves out.",
+    object_schema({}), "self_mod", risk="safe", status_check=True,
+), run_reflect_on_soul)
 
 UPDATE_SOUL = Tool(ToolSpec(
     "update_soul",
@@ -162,4 +184,4 @@ MODIFY_HEARTBEAT = Tool(ToolSpec(
 ), run_modify_heartbeat)
 
 
-TOOLS = (VIEW_SOUL, VIEW_SOUL_HISTORY, UPDATE_SOUL, UPDATE_GENESIS_PROMPT, MODIFY_HEARTBEAT)
+TOOLS = (VIEW_SOUL, VIEW_SOUL_HISTORY, REFLECT_ON_SOUL, UPDATE_SOUL, UPDATE_GENESIS_PROMPT, MODIFY_HEARTBEAT)
