@@ -82,22 +82,16 @@ def record_soul(db: "Database", content: str, source: str, reason: str | None, n
     return version
 
 
-def soul_versions(db: "Database", limit: int = 20) -> list[SoulVersion]:
-    """The newest ``limit`` versions, newest first."""
+def soul_versions(db: "Database", limit: int = 20, version: int | None = None) -> list[SoulVersion]:
+    """The newest ``limit`` versions (or the one numbered ``version``), newest first."""
+    where, params = ("WHERE version = ?", (version, limit)) if version is not None else ("", (limit,))
     return [SoulVersion(*row) for row in db.query(
         "SELECT version, content, content_hash, change_source, change_reason, created_at FROM soul_history "
-        "ORDER BY version DESC LIMIT ?", (limit,))]
-
-
-def soul_version(db: "Database", version: int) -> SoulVersion | None:
-    row = db.query_one("SELECT version, content, content_hash, change_source, change_reason, created_at "
-                       "FROM soul_history WHERE version = ?", (version,))
-    return None if row is None else SoulVersion(*row)
+        f"{where} ORDER BY version DESC LIMIT ?", params)]
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_COMMON = frozenset("a an and are as at be by for from in is it of on or that the this to with you your i my me we "
-                    "our will can do not then than into about".split())
+_COMMON = frozenset("and are for from that the this with you your our will can not then than into about".split())
 
 
 def purpose_words(text: str) -> set[str]:

@@ -68,9 +68,6 @@ def unset_value(ctx: click.Context, key: str, as_json: bool) -> None:
     _report(change, as_json)
 
 
-# --------------------------------------------------------------------------- the change
-
-
 def _parse(raw: str) -> Any:
     """VALUE as JSON when it parses, else the text itself."""
     try:

@@ -78,9 +78,6 @@ def _cached_cents(ctx: TaskContext) -> int | None:
     return cached.cents if cached else None
 
 
-# --------------------------------------------------------------------------- tasks
-
-
 def heartbeat_ping(ctx: TaskContext) -> TaskResult:
     """KV ``last_heartbeat_ping``; when critical or dead also KV ``last_distress`` and (hourly at most) a wake."""
     from automaton_min.agent.states import read_agent_state

@@ -102,9 +102,6 @@ def compact(references: Sequence[CompactReference]) -> Compacted:
     return Compacted(tuple(references))
 
 
-# --------------------------------------------------------------------------- folding
-
-
 class Summarizer(Protocol):
     def summarize(self, previous: str | None, transcript: str) -> str | None:
         """A new summary of ``previous`` plus ``transcript``, or ``None`` when no model could make one."""

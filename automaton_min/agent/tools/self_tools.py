@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
-from automaton_min.agent.soul import genesis_alignment, purpose_words, record_soul, soul_version, soul_versions
+from automaton_min.agent.soul import genesis_alignment, purpose_words, record_soul, soul_versions
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
 from automaton_min.errors import AutomatonError
@@ -19,9 +19,6 @@ from automaton_min.store.kv import set_value
 
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
 LOW_ALIGNMENT = 0.3  # below this the soul has drifted from the purpose (the reference's threshold)
-
-
-# --------------------------------------------------------------------------- soul
 
 
 def _read_soul(home: Any) -> str | None:
@@ -79,7 +76,7 @@ def run_reflect_on_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 def run_view_soul_history(ctx: ToolContext, args: dict[str, Any]) -> str:
     if args.get("version") is not None:
-        found = soul_version(ctx.db, int(args["version"]))
+        found = next(iter(soul_versions(ctx.db, 1, int(args["version"]))), None)
         if found is None:
             raise ToolFailure(f"version: there is no version {args['version']} of your soul")
         return f"SOUL.md version {found.version} ({found.created_at}, {found.source}):\n{found.content}"
@@ -118,9 +115,6 @@ UPDATE_SOUL = Tool(ToolSpec(
 ), run_update_soul)
 
 
-# --------------------------------------------------------------------------- genesis prompt
-
-
 def run_update_genesis_prompt(ctx: ToolContext, args: dict[str, Any]) -> str:
     need(ctx, "home")
     new_prompt, reason = args["new_prompt"].strip(), args["reason"].strip()
@@ -154,9 +148,6 @@ UPDATE_GENESIS_PROMPT = Tool(ToolSpec(
     }, ["new_prompt", "reason"]),
     "self_mod", risk="dangerous", mutating=True,
 ), run_update_genesis_prompt)
-
-
-# --------------------------------------------------------------------------- heartbeat
 
 
 def run_modify_heartbeat(ctx: ToolContext, args: dict[str, Any]) -> str:
