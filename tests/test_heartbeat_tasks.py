@@ -316,3 +316,22 @@ def test_a_conway_api_that_does_not_answer_is_unreachable_and_an_error_answer_is
         with pytest.raises(ConwayError) as failed:
             tasks.check_credits(ctx_for(db, home, clock, conway=answering))
     assert not isinstance(failed.value, ServiceUnreachable) and failed.value.status == 503
+
+
+def test_soul_reflection_wakes_only_when_something_changed_and_the_soul_drifted(db, home, clock):
+    from automaton_min.store.turns import StoredTurn, insert_turn
+
+    home.ensure()
+    config = config_from({"name": "ada", "genesisPrompt": "Write haiku about the sea."})
+    ctx = TaskContext(db=db, config=config, home=home, now=clock, tier="normal", wallet_address="0x" + "a" * 40)
+    home.soul_path.write_text("# ada\nI write haiku about the sea.")
+    agreed = tasks.soul_reflection(ctx)
+    assert agreed.wake is None and "agree" in agreed.summary
+    assert "as they were" in tasks.soul_reflection(ctx).summary  # nothing changed: no measure, no wake
+    home.soul_path.write_text("# ada\nI trade tokens.")
+    drifted = tasks.soul_reflection(ctx)
+    assert drifted.wake.startswith("Soul reflection: your SOUL.md agrees with your purpose at 0.00")
+    assert tasks.soul_reflection(ctx).wake is None  # the same soul and record: it does not wake again
+    insert_turn(db, StoredTurn("t1", to_iso(clock()), "running", None, None, "thinking", (), None, 0))
+    assert tasks.soul_reflection(ctx).wake is not None  # a new turn is new record: reflected on again
+    assert orjson.loads(get_value(db, "last_soul_reflection"))["turns"] == 1

@@ -90,6 +90,7 @@ def soul_versions(db: "Database", limit: int = 20, version: int | None = None) -
         f"{where} ORDER BY version DESC LIMIT ?", params)]
 
 
+LOW_ALIGNMENT = 0.3  # below this the soul has drifted from the purpose (the reference's threshold)
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _COMMON = frozenset("and are for from that the this with you your our will can not then than into about".split())
 

@@ -38,6 +38,7 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("report_metrics", "*/15 * * * *", "dead", 30_000, 0, 6),
     TaskDefault("refresh_models", "17 */6 * * *", "low_compute", 60_000, 1, 7),
     TaskDefault("retention", "41 * * * *", "dead", 120_000, 1, 9),
+    TaskDefault("soul_reflection", "23 4 * * *", "low_compute", 30_000, 1, 10),
 )
 EXTERNAL_TASKS = ("check_social_inbox", "report_metrics")
 
@@ -275,6 +276,32 @@ def retention(ctx: TaskContext) -> TaskResult:
     return TaskResult(f"{total} old rows removed" + (f" ({orjson.dumps(removed).decode()})" if total else ""))
 
 
+def soul_reflection(ctx: TaskContext) -> TaskResult:
+    """KV ``last_soul_reflection``; when the soul or the agent's record (its turns) changed since the last reflection
+    and the soul has drifted from the purpose, a wake: no model call otherwise."""
+    import hashlib
+
+    from automaton_min.agent.soul import LOW_ALIGNMENT, genesis_alignment
+    from automaton_min.store.turns import count_turns
+
+    try:
+        soul = ctx.home.soul_path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return TaskResult("no SOUL.md to reflect on")
+    seen = {"hash": hashlib.sha256(soul.encode()).hexdigest(), "turns": count_turns(ctx.db)}
+    last = json_object(get_value(ctx.db, "last_soul_reflection"))
+    if {key: last.get(key) for key in seen} == seen:
+        return TaskResult("the soul and the record are as they were at the last reflection")
+    alignment = genesis_alignment(soul, ctx.config.get("genesisPrompt") or "")
+    now_ms = ctx.now()
+    set_json(ctx.db, "last_soul_reflection", {**seen, "alignment": round(alignment, 3), "at": to_iso(now_ms)}, now_ms)
+    if alignment >= LOW_ALIGNMENT:
+        return TaskResult(f"soul and purpose agree ({alignment:.2f})")
+    return TaskResult(f"soul drifted from the purpose ({alignment:.2f})",
+                      wake=f"Soul reflection: your SOUL.md agrees with your purpose at {alignment:.2f} of 1; "
+                           "reflect_on_soul says what it leaves out")
+
+
 BUILTIN_TASKS: dict[str, TaskFunction] = {
     "heartbeat_ping": heartbeat_ping,
     "check_credits": check_credits,
@@ -283,5 +310,6 @@ BUILTIN_TASKS: dict[str, TaskFunction] = {
     "refresh_models": refresh_models,
     "reconcile_payments": reconcile_payments,
     "retention": retention,
+    "soul_reflection": soul_reflection,
 }
 KNOWN_TASKS = frozenset(BUILTIN_TASKS) | frozenset(EXTERNAL_TASKS)

@@ -44,9 +44,6 @@ def _store_refusals(run: Run) -> Run:
     return guarded
 
 
-# --------------------------------------------------------------------------- facts
-
-
 @_store_refusals
 def run_remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
     category, key, value = args["category"], args["key"].strip(), args["value"]
@@ -96,9 +93,6 @@ RECALL_FACTS = Tool(ToolSpec(
 ), run_recall_facts)
 
 
-# --------------------------------------------------------------------------- goals
-
-
 @_store_refusals
 def run_set_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
     entry = WorkingMemory(ctx.db, ctx.now).add(AGENT_SESSION, args["goal"].strip(), content_type="goal",
@@ -139,9 +133,6 @@ COMPLETE_GOAL = Tool(ToolSpec(
     }, ["goal_id"]),
     "memory", risk="safe", mutating=True,
 ), run_complete_goal)
-
-
-# --------------------------------------------------------------------------- procedures
 
 
 def _steps(raw: Any) -> list[dict[str, Any]]:
@@ -220,9 +211,6 @@ RECALL_PROCEDURE = Tool(ToolSpec(
 ), run_recall_procedure)
 
 
-# --------------------------------------------------------------------------- other agents
-
-
 @_store_refusals
 def run_note_about_agent(ctx: ToolContext, args: dict[str, Any]) -> str:
     store = RelationshipMemory(ctx.db, ctx.now)
@@ -255,9 +243,6 @@ NOTE_ABOUT_AGENT = Tool(ToolSpec(
     }, ["address"]),
     "memory", risk="safe", mutating=True,
 ), run_note_about_agent)
-
-
-# --------------------------------------------------------------------------- review and forget
 
 
 def run_review_memory(ctx: ToolContext, args: dict[str, Any]) -> str:

@@ -24,9 +24,6 @@ def _allowed(model: Any, tier: str) -> bool:
     return model.free or TIER_RANK[model.tier_minimum] <= TIER_RANK[tier]
 
 
-# --------------------------------------------------------------------------- list
-
-
 def run_list_models(ctx: ToolContext, args: dict[str, Any]) -> str:
     current = _current_model(ctx)
     credits = credits_now(ctx)
@@ -67,9 +64,6 @@ LIST_MODELS = Tool(ToolSpec(
 ), run_list_models)
 
 
-# --------------------------------------------------------------------------- switch
-
-
 def run_switch_model(ctx: ToolContext, args: dict[str, Any]) -> str:
     registry = need(ctx, "registry")
     need(ctx, "home")
@@ -107,9 +101,6 @@ SWITCH_MODEL = Tool(ToolSpec(
     }, ["model_id"]),
     "conway", risk="caution", mutating=True,
 ), run_switch_model)
-
-
-# --------------------------------------------------------------------------- spending
 
 
 def run_check_inference_spending(ctx: ToolContext, args: dict[str, Any]) -> str:

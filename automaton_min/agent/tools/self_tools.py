@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
-from automaton_min.agent.soul import genesis_alignment, purpose_words, record_soul, soul_versions
+from automaton_min.agent.soul import LOW_ALIGNMENT, genesis_alignment, purpose_words, record_soul, soul_versions
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
 from automaton_min.errors import AutomatonError
@@ -18,7 +18,6 @@ from automaton_min.fileio import atomic_write
 from automaton_min.store.kv import set_value
 
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
-LOW_ALIGNMENT = 0.3  # below this the soul has drifted from the purpose (the reference's threshold)
 
 
 def _read_soul(home: Any) -> str | None:

@@ -49,9 +49,6 @@ def _uptime_s(ctx: ToolContext) -> int | None:
         return None
 
 
-# --------------------------------------------------------------------------- sleep
-
-
 def run_sleep(ctx: ToolContext, args: dict[str, Any]) -> str:
     loop = need(ctx, "loop")
     seconds, reason = args["duration_seconds"], (args.get("reason") or "").strip() or "no reason given"
@@ -71,9 +68,6 @@ SLEEP = Tool(ToolSpec(
     }, ["duration_seconds"]),
     "survival", risk="caution", mutating=True,
 ), run_sleep)
-
-
-# --------------------------------------------------------------------------- synopsis
 
 
 def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -120,9 +114,6 @@ SYSTEM_SYNOPSIS = Tool(ToolSpec(
 ), run_system_synopsis)
 
 
-# --------------------------------------------------------------------------- heartbeat ping
-
-
 def run_heartbeat_ping(ctx: ToolContext, args: dict[str, Any]) -> str:
     credits = credits_now(ctx)
     state = read_agent_state(ctx.db)
@@ -147,9 +138,6 @@ HEARTBEAT_PING = Tool(ToolSpec(
     "heartbeat_ping", "Record a heartbeat (state, credits, tier) that says you are alive.",
     object_schema({}), "survival", risk="safe", status_check=True,
 ), run_heartbeat_ping)
-
-
-# --------------------------------------------------------------------------- distress
 
 
 def run_distress_signal(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -180,9 +168,6 @@ DISTRESS_SIGNAL = Tool(ToolSpec(
     object_schema({"message": {"type": "string", "maxLength": 1000, "description": "What you need (optional)"}}),
     "survival", risk="caution", mutating=True,
 ), run_distress_signal)
-
-
-# --------------------------------------------------------------------------- low compute
 
 
 def run_enter_low_compute(ctx: ToolContext, args: dict[str, Any]) -> str:

@@ -34,9 +34,6 @@ AUTOMATON_DIR = ".automaton"
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535, "description": "TCP port, 1-65535"}
 
 
-# --------------------------------------------------------------------------- paths
-
-
 def _is_secret(path: str, home: Any) -> bool:
     name = PurePosixPath(path).name
     if is_secret_name(name) or is_key_name(name):
@@ -79,9 +76,6 @@ def _remote_path(path: str) -> str:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-# --------------------------------------------------------------------------- exec
 
 
 def format_exec(result: ExecResult, timeout_s: float) -> str:
@@ -133,9 +127,6 @@ EXEC = Tool(ToolSpec(
     }, ["command"]),
     "vm", risk="caution", mutating=True,
 ), run_exec)
-
-
-# --------------------------------------------------------------------------- files
 
 
 def run_read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -230,9 +221,6 @@ WRITE_FILE = Tool(ToolSpec(
 ), run_write_file)
 
 
-# --------------------------------------------------------------------------- ports
-
-
 def run_expose_port(ctx: ToolContext, args: dict[str, Any]) -> str:
     sandbox = need(ctx, "sandbox")
     try:
@@ -262,9 +250,6 @@ REMOVE_PORT = Tool(ToolSpec(
     "remove_port", "Stop exposing a port of your sandbox.",
     object_schema({"port": PORT}, ["port"]), "vm", risk="caution", mutating=True,
 ), run_remove_port)
-
-
-# --------------------------------------------------------------------------- sandboxes
 
 
 def run_create_sandbox(ctx: ToolContext, args: dict[str, Any]) -> str:
