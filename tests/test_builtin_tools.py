@@ -23,7 +23,7 @@ from automaton_min.clock import to_iso
 from automaton_min.config import Config, config_from, save_config
 from automaton_min.conway.client import ConwayClient
 from automaton_min.conway.local import LocalSandbox
-from automaton_min.conway.sandbox import ExecResult
+from automaton_min.conway.local import ExecResult
 from automaton_min.runtime.sandboxes import RemoteSandbox
 from automaton_min.net.http import request  # plain: these tests read single answers, without retries
 from automaton_min.home import Home

@@ -18,7 +18,8 @@ from automaton_min.conway.client import (
     conway_send,
 )
 from automaton_min.conway.local import LocalSandbox
-from automaton_min.conway.sandbox import ExecResult, PortInfo, Sandbox, is_local_sandbox_id
+from automaton_min.conway.local import ExecResult, PortInfo
+from automaton_min.conway.sandbox import Sandbox, is_local_sandbox_id
 from automaton_min.runtime.sandboxes import RemoteSandbox, sandbox_for
 from automaton_min.clock import to_iso
 from automaton_min.errors import ConfigError, RuntimeFailure

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from automaton_min.conway.local import LocalSandbox
-from automaton_min.conway.sandbox import PortInfo, Sandbox
+from automaton_min.conway.local import PortInfo
+from automaton_min.conway.sandbox import Sandbox
 
 
 @pytest.fixture

@@ -21,8 +21,7 @@ from automaton_min.confine.cgroups import CommandGroup, Unavailable, commands_gr
 from automaton_min.confine.namespace import protect_daemon
 from automaton_min.confine.plan import make_plan
 from automaton_min.confine.wire import ChannelClosed, receive, send
-from automaton_min.conway.local import ENV_PASSTHROUGH, LocalSandbox, resolve_in
-from automaton_min.conway.sandbox import ExecResult, PortInfo
+from automaton_min.conway.local import ENV_PASSTHROUGH, ExecResult, LocalSandbox, PortInfo, resolve_in
 from automaton_min.errors import RuntimeFailure
 from automaton_min.log import get_logger
 from automaton_min.trees import remove_tree

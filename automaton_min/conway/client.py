@@ -16,7 +16,8 @@ from urllib.parse import quote
 import orjson
 
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
-from automaton_min.conway.sandbox import ExecResult, PortInfo, is_local_sandbox_id
+from automaton_min.conway.local import ExecResult, PortInfo
+from automaton_min.conway.sandbox import is_local_sandbox_id
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.net.http import HttpError, Response, snippet

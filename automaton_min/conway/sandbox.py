@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from automaton_min.conway.local import ExecResult, PortInfo  # noqa: F401 (defined where the spawner needs no typing)
+from automaton_min.conway.local import ExecResult, PortInfo
 
 LOCAL_SANDBOX_IDS = ("", "undefined", "null")
 

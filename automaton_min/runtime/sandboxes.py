@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from automaton_min.conway.sandbox import ExecResult, PortInfo, Sandbox, is_local_sandbox_id
+from automaton_min.conway.local import ExecResult, PortInfo
+from automaton_min.conway.sandbox import Sandbox, is_local_sandbox_id
 from automaton_min.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolS
 from automaton_min.agent.tools.jobs import STOP_JOB, start_background
 from automaton_min.agent.tools.loop_control import need, object_schema
 from automaton_min.confine.protected import HOME_SECRETS, is_key_name, is_secret_name
-from automaton_min.conway.sandbox import ExecResult
+from automaton_min.conway.local import ExecResult
 from automaton_min.errors import RuntimeFailure
 
 REMOTE_HOME = "/root"
