@@ -200,6 +200,8 @@ RULES: dict[str, Rule] = {
     "agentId": _text(200),
     "conwayApiUrl": _url,
     "socialRelayUrl": _url_or_empty,
+    "updates": _choice("apply", "check", "off"),  # check_for_updates; default apply (under the unit)
+    "updateManifestUrl": _url_or_empty,  # the signed release manifest; default: the one built into the binary
     "socialPollIntervalSeconds": _integer(10, 86_400),  # check_social_inbox; default 120 (heartbeat/social_inbox.py)
     "approvalExpiryHours": _integer(1, 720),  # a creator approval request waits this long; default 24
     "openaiBaseUrl": _url,

@@ -10,6 +10,11 @@
 #
 # Needs: python3 (3.11+, with venv and a shared libpython, as Debian's and pyenv's are), `strip` (binutils), and
 # the network to PyPI on the first run. PYTHON=/path/to/python3 chooses the interpreter for a new build venv.
+#
+# Release inputs (README: Updates), baked into the binary: AUTOMATON_RELEASE_KEY names a file holding the release
+# public key (64 hex digits, from `python build/release.py keygen`; without it the binary refuses every update),
+# AUTOMATON_RELEASE_URL the default manifest URL, AUTOMATON_BUILD_VERSION overrides the package's version.
+# AUTOMATON_DIST chooses the output directory (default dist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,9 +43,10 @@ started=$(date +%s)
 echo "+ pyinstaller build/automaton-min.spec (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH, PYTHONHASHSEED=0)"
 # --clean: no cached analysis or stripped libraries from an earlier build (its own cache lives in ~/.cache/pyinstaller)
 "$venv/bin/python" -m PyInstaller --noconfirm --clean --log-level WARN \
-  --distpath dist --workpath build/out build/automaton-min.spec
+  --distpath "${AUTOMATON_DIST:-dist}" --workpath build/out build/automaton-min.spec
 
-binary=dist/automaton-min
+binary=${AUTOMATON_DIST:-dist}/automaton-min
 size=$(stat -c %s "$binary")
 echo "built $binary in $(( $(date +%s) - started )) s: $size bytes ($(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}') MiB), $(uname -m)"
 echo "sha256 $(sha256sum "$binary" | cut -d' ' -f1)"
+echo "version $("$binary" --version | cut -d' ' -f2), release key: ${AUTOMATON_RELEASE_KEY:-none (updates refused)}"

@@ -164,8 +164,12 @@ entries:
     task: heartbeat_ping
     enabled: true
   - name: check_for_updates
-    schedule: "0 */4 * * *"
+    schedule: "0 */6 * * *"
     task: check_for_updates
+    enabled: true
+  - name: check_child_health
+    schedule: "*/5 * * * *"
+    task: check_child_health
     enabled: true
   - name: health_check
     schedule: "61 * * * *"
@@ -190,7 +194,8 @@ def test_heartbeat_yml_is_imported_once_and_bad_entries_are_skipped(db, home, cl
     row = sched.read_row(db, "refresh_models")
     assert row.cron_expression == "0 3 * * *" and not row.enabled
     assert sched.read_row(db, "health_check").cron_expression == "*/30 * * * *"  # invalid minute: default kept
-    assert sched.read_row(db, "check_for_updates") is None  # not a task here
+    assert sched.read_row(db, "check_for_updates").cron_expression == "0 */6 * * *"
+    assert sched.read_row(db, "check_child_health") is None  # not a task here
     assert get_value(db, IMPORTED_KEY) is not None
     sched.set_cron(db, "heartbeat_ping", "*/20 * * * *", clock())
     ensure_schedule(db, home, config, clock())  # a restart: the file is not read again

@@ -36,7 +36,10 @@ def detected_binary() -> str:
 
 
 def expected_unit(binary: str) -> str:
-    return CHECKED_IN_UNIT.read_text().replace("ExecStart=/usr/local/bin/automaton-min ", f"ExecStart={binary} ", 1)
+    """The checked-in unit running ``binary``: in ExecStart= and in ExecStopPost='s roll-back."""
+    service = "/var/lib/automaton/bin/automaton-min"
+    return CHECKED_IN_UNIT.read_text().replace(f"ExecStart={service} ", f"ExecStart={binary} ").replace(
+        f"update-rollback {service}\n", f"update-rollback {binary}\n")
 
 
 def tree(top: Path) -> dict[str, tuple[int, bytes | None]]:
@@ -60,12 +63,12 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_the_unit_install_writes_is_the_checked_in_unit():
-    assert install.render_unit(install.DEFAULT_BINARY) == CHECKED_IN_UNIT.read_text()
+    assert install.render_unit(install.SERVICE_BINARY) == CHECKED_IN_UNIT.read_text()
     text = CHECKED_IN_UNIT.read_text()
     for line in ("Type=notify", "NotifyAccess=all", "StateDirectory=automaton", "RuntimeDirectory=automaton",
                  "Environment=TMPDIR=/run/automaton", "KillMode=mixed", "UnsetEnvironment=WATCHDOG_PID",
                  "SystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self",
-                 "ExecStart=/usr/local/bin/automaton-min --home /var/lib/automaton run", "User=automaton"):
+                 "ExecStart=/var/lib/automaton/bin/automaton-min --home /var/lib/automaton run", "User=automaton"):
         assert line in text.splitlines(), line
     seconds = {"min": 60, "s": 1}
     stop = re.search(r"^TimeoutStopSec=(\d+)(min|s)$", text, re.M)
@@ -85,7 +88,7 @@ def test_install_moves_the_home_and_writes_the_unit(cli, set_up, root):
     assert unit.read_text() == expected_unit(detected_binary())
     assert mode(unit) == 0o644
     assert "systemctl daemon-reload && systemctl enable --now automaton-min" in result.stdout
-    assert "sudo -u automaton automaton-min --home /var/lib/automaton status" in result.stdout
+    assert "sudo -u automaton /var/lib/automaton/bin/automaton-min --home /var/lib/automaton status" in result.stdout
 
     status = cli("--home", str(state), "status", "--json")  # the moved home works where it is now
     assert status.code == 0, status.stderr

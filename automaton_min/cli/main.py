@@ -42,6 +42,7 @@ COMMANDS = {
     "heartbeat": "automaton_min.cli.heartbeat_cmd",
     "send": "automaton_min.cli.send_cmd",
     "service": "automaton_min.cli.service_cmd",
+    "update": "automaton_min.cli.update_cmd",
 }
 
 

@@ -21,6 +21,21 @@ def command(ctx: click.Context) -> None:
     One run per home: a second one exits 2 naming the pid of the first. On a terminal, a home that is not set up
     yet starts the setup wizard first.
     """
+    from automaton_min.update.baked import this_build
+    from automaton_min.update.settle import on_trial
+
+    if on_trial(this_build()):  # a new binary that cannot start exits 1, never 2: the unit rolls it back, restarts
+        try:
+            _run(ctx)
+        except AutomatonError as exc:
+            log.error("the new version failed to start", extra={"error": str(exc)})
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(EXIT_FAILURE)
+        return
+    _run(ctx)
+
+
+def _run(ctx: click.Context) -> None:
     from automaton_min.config import db_path
     from automaton_min.runtime.run_lock import RunLock
     from automaton_min.runtime.service import run_service

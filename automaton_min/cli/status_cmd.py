@@ -113,6 +113,15 @@ def _alerts(info: dict) -> str | None:
     return f"{listed} (as of {info['alertsAt']})"
 
 
+def _update(info: dict) -> str | None:
+    """The last update check and the last change it made (applied, refused, rolled back)."""
+    check, change = info["update"], info["lastUpdateChange"]
+    parts = [f"{check['state']}: {check['detail']} (checked {check['checked_at']})"] if check else []
+    if change:
+        parts.append(f"last {change['type'].removeprefix('update_').replace('_', ' ')} at {change['at']}")
+    return "; ".join(parts) or None
+
+
 @click.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
@@ -150,5 +159,6 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
+        ("updates", _update(info)),
         ("home", info["home"]),
     ])

@@ -80,6 +80,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
     from automaton_min.inference.router import prune_inference_costs
     from automaton_min.store.wake import prune_consumed
     from automaton_min.store.inbox import prune_processed
+    from automaton_min.store.modifications import prune as prune_modifications
     from automaton_min.store.turns import prune_turns
     from automaton_min.treasury.ledger import prune_resolved
     from automaton_min.treasury.spend import SpendTracker
@@ -119,6 +120,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
         "sent_messages": lambda: _delete_batch(db, "sent_messages", "message_id", "created_at < ?",
                                                (to_iso(older("sent_messages")),)),
         "turns": turns_step,
+        "modifications": lambda: prune_modifications(db, BATCH),
         "failed_turns": lambda: _delete_batch(db, "failed_turns", "id", "timestamp < ?",
                                               (to_iso(older("failed_turns")),)),
     }

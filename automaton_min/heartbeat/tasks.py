@@ -39,8 +39,9 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("refresh_models", "17 */6 * * *", "low_compute", 60_000, 1, 7),
     TaskDefault("retention", "41 * * * *", "dead", 120_000, 1, 9),
     TaskDefault("soul_reflection", "23 4 * * *", "low_compute", 30_000, 1, 10),
+    TaskDefault("check_for_updates", "0 */4 * * *", "dead", 1_200_000, 0, 11),
 )
-EXTERNAL_TASKS = ("check_social_inbox", "report_metrics")
+EXTERNAL_TASKS = ("check_social_inbox", "report_metrics", "check_for_updates")
 
 
 

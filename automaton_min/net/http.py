@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -118,6 +118,30 @@ def request_to_finish(method: str, url: str, **kwargs: Any) -> Response:
     """``request`` for a call whose answer the work under way needs (a model's reply): a stop lets it finish within
     the grace period instead of cutting it at once."""
     return request(method, url, finish_at_stop=True, **kwargs)
+
+
+def download(url: str, sink: Callable[[bytes], None], *, max_bytes: int, timeout: float) -> int:
+    """GET ``url`` and hand its body to ``sink`` chunk by chunk; the number of bytes. ``HttpError`` for a non-2xx
+    answer or a body longer than ``max_bytes``; ``NetworkError`` when it fails or takes longer than ``timeout``."""
+    from automaton_min.net.deadlines import WATCH
+    from automaton_min.net.session import requests, watched_session
+
+    ends, size = time.monotonic() + timeout, 0
+    try:
+        with WATCH.deadline(ends), watched_session() as session, session.get(
+                url, headers={"User-Agent": USER_AGENT}, timeout=timeout, allow_redirects=False, stream=True) as answer:
+            if not 200 <= answer.status_code < 300:
+                raise HttpError(f"GET {url} answered {answer.status_code}", answer.status_code)
+            for chunk in answer.iter_content(_CHUNK):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise HttpError(f"GET {url} sent more than {max_bytes} bytes", answer.status_code)
+                sink(chunk)
+    except requests.RequestException as exc:
+        if time.monotonic() >= ends:
+            raise NetworkError(f"GET {url} timed out after {timeout:g} s") from None
+        raise NetworkError(f"GET {url} failed: {type(exc).__name__}") from None
+    return size
 
 
 def _read_capped(answer: Any) -> tuple[bytes, bool]:

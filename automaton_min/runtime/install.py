@@ -28,6 +28,8 @@ USER = "automaton"
 STATE_DIR = "/var/lib/automaton"
 UNIT_DIR = "/etc/systemd/system"
 DEFAULT_BINARY = "/usr/local/bin/automaton-min"
+# The one-file binary runs from its own copy in the state directory, which the unit lets it write: it updates itself.
+SERVICE_BINARY = f"{STATE_DIR}/bin/automaton-min"
 # Trees the unit hides from the service (ProtectHome=, PrivateTmp=): a binary there cannot be started.
 HIDDEN_TREES = ("/home", "/root", "/run/user", "/tmp", "/var/tmp")
 # Config keys holding paths: "~/.automaton/..." and relative paths follow the home when it moves, others do not.
@@ -36,14 +38,25 @@ _PLAIN_PATH = re.compile(r"/[A-Za-z0-9._+@:/-]+")
 
 START_COMMANDS = f"systemctl daemon-reload && systemctl enable --now {SERVICE}"
 STOP_COMMANDS = f"systemctl stop {SERVICE} && systemctl daemon-reload"
-OWNER_COMMAND = f"sudo -u {USER} automaton-min --home {STATE_DIR}"
+OWNER_COMMAND = f"sudo -u {USER} {SERVICE_BINARY} --home {STATE_DIR}"
 
 UNIT_FILE = Path(__file__).with_name("automaton-min.service")  # systemd/automaton-min.service, bundled
 
 
 def render_unit(binary: str) -> str:
-    """The unit with ``binary`` in ``ExecStart=``."""
-    return UNIT_FILE.read_text().replace(f"ExecStart={DEFAULT_BINARY} ", f"ExecStart={binary} ", 1)
+    """The unit running ``binary`` (``ExecStart=`` and the update roll-back in ``ExecStopPost=``)."""
+    text = UNIT_FILE.read_text()
+    return text.replace(f"ExecStart={SERVICE_BINARY} ", f"ExecStart={binary} ", 1).replace(
+        f"update-rollback {SERVICE_BINARY}\n", f"update-rollback {binary}\n", 1)
+
+
+def is_one_file_binary(path: str) -> bool:
+    """An executable file (ELF), not a script: ``service install`` copies it into the state directory."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def system_path(root: Path, path: str) -> Path:
@@ -107,6 +120,8 @@ def check_binary(binary: str | None, *, system_root: bool = True,
         binary = DEFAULT_BINARY
     if not os.path.isabs(binary) or not _PLAIN_PATH.fullmatch(binary):
         raise UserError(f"the binary path {binary!r} is not a plain absolute path the unit can hold; {COPY_FIX}")
+    if is_one_file_binary(binary):
+        return binary, [], []  # copied into the state directory: where it lies now does not matter
     before: list[str] = []
     hidden = visibility_problem(binary)
     if hidden and system_root:
@@ -294,12 +309,17 @@ def plan_install(source: Path, *, root: Path = Path("/"), copy: bool = False, bi
     else:
         plan.steps.append(Step("move home", f"{source} -> {state}", lambda: _move_home(source, state)))
 
+    unit_binary = binary
+    if is_one_file_binary(binary):
+        unit_binary, copy_to = SERVICE_BINARY, system_path(root, SERVICE_BINARY)
+        plan.steps.append(Step("install binary", f"{binary} -> {copy_to} (the service's own copy: it updates itself)",
+                               lambda: _install_binary(Path(binary), copy_to)))
     wallet = "wallet.json 0600, " if (source / "wallet.json").exists() else ""
     owner = f"owned by {USER}:{USER}, " if do_user else ""
     plan.steps.append(Step("protect", f"{state}: {owner}{wallet}the directory 0700",
                            lambda: _protect(state, root, do_user)))
-    text = render_unit(binary)
-    plan.steps.append(Step("write unit", f"{unit} (ExecStart={binary} --home {STATE_DIR} run)",
+    text = render_unit(unit_binary)
+    plan.steps.append(Step("write unit", f"{unit} (ExecStart={unit_binary} --home {STATE_DIR} run)",
                            lambda: _write_unit(unit, text)))
     return plan
 
@@ -316,6 +336,11 @@ def _copy_home(source: Path, state: Path) -> None:
     if state.is_dir():
         state.rmdir()
     shutil.copytree(source, state, symlinks=True)
+
+
+def _install_binary(binary: Path, target: Path) -> None:
+    target.parent.mkdir(mode=0o755, exist_ok=True)
+    atomic_write(target, binary.read_bytes(), 0o755)
 
 
 def _protect(state: Path, root: Path, do_user: bool) -> None:

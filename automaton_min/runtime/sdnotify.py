@@ -120,6 +120,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stalled: frozenset[str] = frozenset()
+        self.after_first_ping: Callable[[], None] | None = None  # called once, on this thread, after the first ping
 
     @classmethod
     def from_environment(cls, notifier: Notifier, sources: Sequence[Progress],
@@ -143,7 +144,11 @@ class Watchdog:
             else:
                 log.info("every thread shows progress again; watchdog pings resume")
             self._stalled = stalled
-        return not stalled and self.notifier.watchdog()
+        pinged = not stalled and self.notifier.watchdog()
+        if pinged and self.after_first_ping is not None:
+            then, self.after_first_ping = self.after_first_ping, None
+            then()
+        return pinged
 
     def start(self) -> None:
         if self._thread is not None:

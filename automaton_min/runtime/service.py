@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -19,8 +20,11 @@ if TYPE_CHECKING:
     from automaton_min.runtime.agent_runtime import Agent
     from automaton_min.heartbeat.parts import PartStates
     from automaton_min.store.wake import WakeBus
+    from automaton_min.update.baked import Build
 
 log = get_logger(__name__)
+
+EXIT_UPDATED = 75  # EX_TEMPFAIL: stopped to run the binary just swapped in; the unit's Restart=on-failure starts it
 
 
 class SchedulerProgress(Progress):
@@ -42,11 +46,14 @@ def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus
     from automaton_min.heartbeat.tasks import BUILTIN_TASKS
     from automaton_min.heartbeat.report_task import report_metrics
     from automaton_min.heartbeat.social_inbox import check_social_inbox, poll_interval_s
+    from automaton_min.heartbeat.update_task import update_task
+    from automaton_min.update.baked import this_build
 
     factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
     # Tasks whose part is off are left out: each run writes its schedule row, and SD cards wear.
     tasks = {name: task for name, task in BUILTIN_TASKS.items() if name not in parts.off_tasks()}
-    extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {})}
+    extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {}),
+             "check_for_updates": update_task(this_build(), may_apply=bool(os.environ.get("NOTIFY_SOCKET")))}
     return Scheduler(home, config, db_path(home, config), tasks, factory, wake_bus, now=now, metrics=metrics,
                      extra_tasks=extra, parts=parts, signal=schedule_changed,
                      intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)
@@ -65,6 +72,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     from automaton_min.runtime.report import log_banner
     from automaton_min.store.wake import WakeBus
     from automaton_min.net.deadlines import WATCH as http_deadlines
+    from automaton_min.update.baked import this_build
+    from automaton_min.update.settle import confirm, settle
 
     signals = Signals(grace_s=float(config.get("shutdownGraceSeconds") or SHUTDOWN_GRACE_S))
     signals.install()
@@ -92,13 +101,19 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         scheduler.start()
 
     watchdog = Watchdog.from_environment(notifier, [loop_progress, SchedulerProgress(scheduler)])
+    build = this_build()
+    on_trial = settle(agent.db, build, now())
     if watchdog is not None:
+        if on_trial:  # the new binary is kept once the loop and the heartbeat have both shown progress
+            watchdog.after_first_ping = lambda: confirm_on_own_connection(home, config, build, now)
         watchdog.start()
     disk = agent.loop.services.disk
     if disk is not None:
         disk.start()  # room to save turns when a command fills the disk
     log_banner(agent, config, parts)
     notifier.ready()
+    if on_trial and watchdog is None:
+        confirm(agent.db, build, now())
 
     def stop_everything() -> None:
         notifier.stopping()
@@ -116,8 +131,29 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
 
         return_in_flight(agent.db)  # the disk failed the turn, not the messages: no try, no crash counted
 
-    return serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
+    code = serve(agent.loop, signals, agent.sleep_until, now=now, on_stop=stop_everything,
                  take_wakes=agent.take_wakes, tick=loop_progress.tick,
                  tick_s=watchdog.tick_every if watchdog is not None else None, status=notifier.status,
                  recover=after_storage_failure, storage=str(db_path(home, config)),
                  release_reserve=disk.release if disk is not None else None)
+    return EXIT_UPDATED if code == 0 and swapped_under(build) else code
+
+
+def swapped_under(build: "Build") -> bool:
+    """A new binary was swapped in while this one ran: the exit code asks the unit to start it."""
+    from automaton_min.update.swap import read_marker
+
+    marker = read_marker(build.binary) if build.binary is not None else None
+    return marker is not None and marker.state == "swapped" and marker.old == build.version
+
+
+def confirm_on_own_connection(home: Home, config: Config, build: "Build", now: Clock) -> None:
+    """``confirm`` from the watchdog's thread, which has no connection of its own."""
+    from automaton_min.store.db import open_database
+    from automaton_min.update.settle import confirm
+
+    db = open_database(db_path(home, config), quick_check=False)
+    try:
+        confirm(db, build, now())
+    finally:
+        db.close()

@@ -17,6 +17,7 @@ from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
+from automaton_min.store.modifications import latest_change
 from automaton_min.store.kv import USDC_KEY, get_value, json_list, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
@@ -86,6 +87,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         heartbeat = heartbeat_summary(db)
         parts = stored_states(db, config)  # off by the config; unreachable as the agent last found them
         recent = turn_summaries(db)
+        update = json_object(get_value(db, "update_status"))  # update.updater.STATUS_KEY: the last check
+        changed = latest_change(db, "update")
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
@@ -118,6 +121,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "parts": parts,
         "model": config["inferenceModel"],
         "version": __version__,
+        "update": update or None,
+        "lastUpdateChange": changed,
         "home": str(home.root),
     }
 

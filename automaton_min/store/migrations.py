@@ -13,8 +13,8 @@ import apsw
 from automaton_min.clock import SQL_NOW, Clock, to_iso
 from automaton_min.errors import DatabaseError
 from automaton_min.log import get_logger
-from automaton_min.store import (schema_core, schema_inference, schema_memory, schema_payments, schema_policy,
-                                 schema_runtime, schema_social)
+from automaton_min.store import (modifications, schema_core, schema_inference, schema_memory, schema_payments,
+                                 schema_policy, schema_runtime, schema_social)
 from automaton_min.store.sqlite import Database, columns_of, table_exists
 
 log = get_logger(__name__)
@@ -100,4 +100,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(111, "turn_endings", schema_core.record_turn_endings),
     Migration(112, "creator_commands", schema_social.create_creator_commands),
     Migration(113, "soul_history", schema_core.create_soul_history),
+    Migration(114, "modifications", modifications.create_modifications),
 )

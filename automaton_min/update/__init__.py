@@ -1,0 +1,1 @@
+"""Signed releases and the self-updater (README: Updates)."""
