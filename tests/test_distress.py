@@ -25,7 +25,8 @@ from automaton_min.heartbeat.scheduler import Scheduler
 from automaton_min.heartbeat.tasks import BUILTIN_TASKS, DEFAULT_SCHEDULE
 from automaton_min.social.relay import RelayClient
 from automaton_min.store.db import open_database
-from automaton_min.store.kv import get_value
+from automaton_min.clock import to_iso
+from automaton_min.store.kv import USDC_KEY, get_value, set_json
 from conftest import CREATOR, keep_offline
 from faults.proxy import FaultProxy
 from standins.conway_api import ConwayApi
@@ -56,6 +57,7 @@ def dead_agent(home, clock, conway, relay_url: str):
         ConwayClient(conway.url, conway.api_key, db=db, now=clock).credits_balance()  # KV last_known_balance
         for state in ("waking", "sleeping", "dead"):
             set_agent_state(db, state, clock(), reason="test")
+        set_json(db, USDC_KEY, {"atomic": 420_000, "at": to_iso(clock())}, clock())  # as check_usdc_balance writes it
     return config, load_wallet(home.wallet_path, config["walletAddress"])
 
 
@@ -82,7 +84,7 @@ def test_a_dead_agent_tells_its_creator_signed_at_most_once_an_hour(set_up, home
         record = distress(db)
     assert len(relay.log) == 3, [m["createdAt"] for m in relay.log]  # at 0, 60 and 120 minutes
     stamps = [clock.ms - QUARTER - HOUR * n for n in (2, 1, 0)]
-    assert [m["signedAt"] for m in relay.log] == [_iso(ms) for ms in stamps]
+    assert [m["signedAt"] for m in relay.log] == [to_iso(ms) for ms in stamps]
     key = orjson.loads(home.wallet_path.read_bytes())["privateKey"]
     for message in relay.log:
         assert message["from"] == wallet.address.lower() and message["to"] == CREATOR.lower()
@@ -90,19 +92,19 @@ def test_a_dead_agent_tells_its_creator_signed_at_most_once_an_hour(set_up, home
                                 message["signature"])
         assert signer == wallet.address
         text = message["content"]
-        for said in ("needs funding: it is dead", "Credits: $0.00", f"send USDC on Base to {wallet.address}",
-                     f"automaton-min fund 5 --to {wallet.address}"):
+        for said in ("needs funding: it is dead", "Credits: $0.00", "USDC in its wallet, as last read: 0.420000 USDC",
+                     f"send USDC on Base to {wallet.address}", f"automaton-min fund 5 --to {wallet.address}"):
             assert said in text, text
         assert key[2:].lower() not in text.lower() and conway.api_key not in text
     assert len({m["nonce"] for m in relay.log}) == 3  # one id per message, kept in sent_messages
-    assert record["sent"] is True and record["sentAt"] == _iso(stamps[-1]) and record["relayId"] == "msg-000003"
+    assert record["sent"] is True and record["sentAt"] == to_iso(stamps[-1]) and record["relayId"] == "msg-000003"
 
     shown = orjson.loads(cli("status", "--json").stdout)["lastDistress"]
-    assert (shown["level"], shown["sent"], shown["sentAt"], shown["creator"]) == ("dead", True, _iso(stamps[-1]),
+    assert (shown["level"], shown["sent"], shown["sentAt"], shown["creator"]) == ("dead", True, to_iso(stamps[-1]),
                                                                                   CREATOR)
     text = cli("status").stdout
-    assert re.search(rf"distress +dead at {_iso(clock.ms - QUARTER)}; sent to the creator {CREATOR} at "
-                     rf"{_iso(stamps[-1])} \(relay id msg-000003\)", text), text
+    assert re.search(rf"distress +dead at {to_iso(clock.ms - QUARTER)}; sent to the creator {CREATOR} at "
+                     rf"{to_iso(stamps[-1])} \(relay id msg-000003\)", text), text
 
 
 def test_a_restart_inside_the_hour_sends_nothing(set_up, home, clock, conway, relay) -> None:
@@ -155,7 +157,7 @@ def test_a_relay_that_is_down_is_tried_again_at_a_later_heartbeat(set_up, home, 
             proxy.up()
             clock.advance(QUARTER)
             beats.run_due(db, clock())
-            assert len(relay.log) == 1 and distress(db)["sentAt"] == _iso(clock())
+            assert len(relay.log) == 1 and distress(db)["sentAt"] == to_iso(clock())
             # the failed try and the retry were one plea: one id (the relay nonce), now sent
             assert db.query("SELECT message_id, status FROM sent_messages") == [(relay.log[0]["nonce"], "sent")]
             assert proxy.seen == 2
@@ -184,8 +186,9 @@ def test_the_distress_signal_tool_takes_the_same_path_and_the_same_hour(set_up, 
     with open_database(db_path(home, config), now=clock) as db:
         def call_tool() -> str:
             services = ToolServices(relay=client, loop=LoopState(), wallet_address=wallet.address)
-            outcome = ToolRegistry(builtin_tools()).execute(ToolContext(db, config, clock, "turn-1", "agent", services), "call-1",
-                                       "distress_signal", {"message": "my private plan: please send 100 dollars"})
+            ctx = ToolContext(db, config, clock, "turn-1", "agent", services)
+            outcome = ToolRegistry(builtin_tools()).execute(ctx, "call-1", "distress_signal",
+                                                            {"message": "my private plan: please send 100 dollars"})
             assert outcome.ok, outcome.error
             return outcome.result
 
@@ -200,9 +203,3 @@ def test_the_distress_signal_tool_takes_the_same_path_and_the_same_hour(set_up, 
         clock.advance(HOUR - QUARTER)
         heartbeat(home, config, wallet, db, clock).run_due(db, clock())
     assert len(relay.log) == 2 and "it is dead" in relay.log[1]["content"]
-
-
-def _iso(ms: int) -> str:
-    from automaton_min.clock import to_iso
-
-    return to_iso(ms)

@@ -48,12 +48,12 @@ def plea_text(distress: Distress, usdc_atomic: int | None) -> str:
 
     address = distress.address or "its wallet"
     who = f"Your automaton {distress.name} ({address})" if distress.name else f"Your automaton {address}"
-    what = {"dead": "it is dead: out of credits, it has stopped thinking and only its heartbeat runs",
-            "critical": "its survival tier is critical: it is almost out of credits"}.get(
+    what = {"dead": "it is dead (out of credits, it has stopped thinking and only its heartbeat runs)",
+            "critical": "its survival tier is critical (it is almost out of credits)"}.get(
         distress.level, f"it asks for help (survival tier {distress.level})")
     credits = "unknown" if distress.credits_cents is None else f"${distress.credits_cents / 100:.2f}"
     usdc = "unknown" if usdc_atomic is None else f"{format_usdc(usdc_atomic)} USDC"
-    return (f"{who} needs funding: {what}. Credits: {credits}. USDC in its wallet: {usdc}. "
+    return (f"{who} needs funding: {what}. Credits: {credits}. USDC in its wallet, as last read: {usdc}. "
             f"To keep it alive, send USDC on Base to {address} (with ${BOOTSTRAP_TIER_USD} or more there it buys its "
             f"own credits), or send it Conway credits from your own agent: automaton-min fund 5 --to {address}. "
             f"It says this at most once every {DISTRESS_EVERY_MS // 60_000} minutes.")
