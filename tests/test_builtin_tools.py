@@ -569,10 +569,12 @@ def test_enter_low_compute_sets_the_flag_and_remembers_it(make_ctx, loop, db, cl
 
 def test_distress_signal_records_and_flags(make_ctx, loop, db, clock) -> None:
     result = ok(make_ctx(credits_cents=lambda: 7), "distress_signal", {"message": "please fund me"})
-    stored = orjson.loads(get_value(db, "last_distress"))
-    assert stored == {"level": "critical", "name": "ada", "address": FRIEND, "creditsCents": 7, "message": "please fund me",
-                      "fundingHint": f"Send USDC on Base to {FRIEND}, or transfer Conway credits to it.", "timestamp": to_iso(clock())}
+    stored = orjson.loads(get_value(db, "last_distress"))  # no relay in this run: recorded, and why nothing went
+    assert stored == {"level": "critical", "name": "ada", "address": FRIEND, "creditsCents": 7, "usdcAtomic": None,
+                      "source": "agent", "message": "please fund me", "creator": CREATOR, "timestamp": to_iso(clock()),
+                      "sent": False, "why": "no relay: socialRelayUrl is empty"}
     assert loop.distress is True and FRIEND in result and "$0.07" in result
+    assert "the message to your creator: not sent: no relay" in result
 
 
 def test_heartbeat_ping_records_state_and_credits(make_ctx, db, clock) -> None:

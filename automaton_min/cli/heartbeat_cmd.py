@@ -88,12 +88,15 @@ def _run_here(home, config, db, name: str) -> None:
     from automaton_min.heartbeat.scheduler import Scheduler
     from automaton_min.heartbeat.tasks import BUILTIN_TASKS
 
-    wallet = None
+    wallet = relay = None
     if home.wallet_path.exists():
         from automaton_min.chain.wallet import load_wallet
+        from automaton_min.social.relay import RelayClient
 
         wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
-    scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, ContextFactory(home, config, wallet=wallet), None)
+        relay = RelayClient.from_config(config, wallet)  # heartbeat_ping's distress reaches the creator by hand too
+    factory = ContextFactory(home, config, wallet=wallet, relay=relay)
+    scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, factory, None)
     ran = scheduler.run_task(db, name)
     if ran.result != "success":
         raise RuntimeFailure(f"{name}: {ran.result}: {ran.error}")

@@ -105,6 +105,16 @@ def _tier(info: dict) -> str:
     return "unknown (no credit balance read yet)"
 
 
+def _distress(last: dict | None) -> str | None:
+    """``dead at ...; sent to the creator 0x... at ...`` or ``...; not sent: <why>``; None without a distress."""
+    if last is None:
+        return None
+    from automaton_min.social.distress import delivery_text
+
+    raised = " (raised by the agent)" if last["source"] == "agent" else ""
+    return f"{last['level']} at {last['at']}{raised}; {delivery_text(last)}"
+
+
 def _alerts(info: dict) -> str | None:
     """The last metric snapshot's active alerts, with when; None when no snapshot was taken yet."""
     if info["alertsAt"] is None:
@@ -147,6 +157,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
         ("last error",
          f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
+        ("distress", _distress(info["lastDistress"])),
         ("alerts", _alerts(info)),
         ("approvals", _approvals(info["pendingApprovals"])),
         *((("", _approval_hint(info)),) if info["pendingApprovals"] else ()),

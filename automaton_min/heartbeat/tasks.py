@@ -13,6 +13,7 @@ from automaton_min.clock import to_iso
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.log import get_logger
+from automaton_min.social.distress import DISTRESS_EVERY_MS
 from automaton_min.store.kv import delete_value, get_value, json_object, set_json, set_value
 
 if TYPE_CHECKING:
@@ -22,10 +23,8 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 DEAD_GRACE_MS = 3_600_000  # zero credits this long (confirmed) and the agent is dead
-DISTRESS_WAKE_EVERY_MS = 3_600_000  # a distress or failed top-up wakes the agent at most this often
 ZERO_SINCE_KEY = "zero_credits_since"
 USDC_HEALTHY_EVERY_MS = 3_600_000  # at normal or high tier the wallet is read hourly, not every 5 minutes
-FUNDING_HINT = "Use credit transfer API from a creator runtime to top this wallet up."
 
 # name, cron, lowest tier, timeout, retries, priority. The reference's crons where it has them.
 DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
@@ -81,8 +80,10 @@ def _cached_cents(ctx: TaskContext) -> int | None:
 
 
 def heartbeat_ping(ctx: TaskContext) -> TaskResult:
-    """KV ``last_heartbeat_ping``; when critical or dead also KV ``last_distress`` and (hourly at most) a wake."""
+    """KV ``last_heartbeat_ping``; when critical or dead also the distress (``social/distress.py``: KV
+    ``last_distress`` and a message to the creator) and, hourly at most, a wake."""
     from automaton_min.agent.states import read_agent_state
+    from automaton_min.social.distress import Distress, delivery_text, raise_distress
     from automaton_min.store.kv import epoch_ms
 
     now_ms = ctx.now()
@@ -95,12 +96,14 @@ def heartbeat_ping(ctx: TaskContext) -> TaskResult:
     set_json(ctx.db, "last_heartbeat_ping", ping, now_ms)
     if ctx.tier not in ("critical", "dead"):
         return TaskResult(f"ping ({ctx.tier})")
-    set_json(ctx.db, "last_distress", {"level": ctx.tier, "name": ping["name"], "address": ctx.wallet_address,
-                                       "creditsCents": cents, "fundingHint": FUNDING_HINT,
-                                       "timestamp": to_iso(now_ms)}, now_ms)
-    if not once_per(ctx.db, f"distress:{ctx.tier}", "heartbeat_ping", DISTRESS_WAKE_EVERY_MS, now_ms):
-        return TaskResult(f"distress ({ctx.tier}), already told within the hour")
-    return TaskResult(f"distress ({ctx.tier})", wake=f"Distress: {ctx.tier}. Credits: {dollars(cents)}. Need funding.")
+    told = raise_distress(ctx.db, ctx.relay, ctx.config.get("creatorAddress"),
+                          Distress(ctx.tier, ctx.wallet_address or None, cents, name=ping["name"]), now_ms)
+    said = delivery_text(told)
+    reached = ("relay",) if told.get("sentAt") == to_iso(now_ms) else ()
+    if not once_per(ctx.db, f"distress:{ctx.tier}", "heartbeat_ping", DISTRESS_EVERY_MS, now_ms):
+        return TaskResult(f"distress ({ctx.tier}), {said}; the agent was woken within the hour", reached=reached)
+    return TaskResult(f"distress ({ctx.tier}), {said}", reached=reached,
+                      wake=f"Distress: {ctx.tier}. Credits: {dollars(cents)}. Need funding.")
 
 
 def check_credits(ctx: TaskContext) -> TaskResult:
@@ -193,7 +196,7 @@ def _act_on_usdc(ctx: TaskContext, usdc: int, now_ms: int) -> TaskResult:
     try:
         result = ctx.topup(cents, usdc)
     except AutomatonError as exc:
-        if not once_per(ctx.db, "topup_failed", "check_usdc_balance", DISTRESS_WAKE_EVERY_MS, now_ms):
+        if not once_per(ctx.db, "topup_failed", "check_usdc_balance", DISTRESS_EVERY_MS, now_ms):
             return TaskResult(f"auto top-up failed again: {exc}")
         return TaskResult(f"auto top-up failed: {exc}", wake=(
             f"Low credits ({dollars(cents)}) with USDC available ({format_usdc(usdc)}) but auto-topup failed: {exc}. "

@@ -15,6 +15,7 @@ from automaton_min.runtime.activity import endings_of
 from automaton_min.heartbeat.parts import stored_states
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
+from automaton_min.social.distress import DISTRESS_KEY
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.modifications import latest_change
@@ -58,6 +59,15 @@ def turn_summaries(db: Any, limit: int = RECENT_TURNS) -> list[dict[str, Any]]:
     return summaries
 
 
+def _distress(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The last distress: when, level, and whether its message reached the creator (``why`` not, when not)."""
+    if not record.get("level"):
+        return None
+    return {"at": record.get("timestamp"), "level": record["level"], "source": record.get("source", "heartbeat"),
+            "sent": bool(record.get("sent")), "sentAt": record.get("sentAt"), "creator": record.get("creator"),
+            "relayId": record.get("relayId"), "why": record.get("why")}
+
+
 def _running(pid: Any) -> bool:
     from automaton_min.confine.reaper import alive
 
@@ -78,6 +88,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         credits = json_object(get_value(db, CREDITS_KEY))
         usdc = json_object(get_value(db, USDC_KEY))
         last_error = json_object(get_value(db, LAST_ERROR_KEY))
+        distress = json_object(get_value(db, DISTRESS_KEY))  # social/distress.py: when, level, told or why not
         confinement = get_value(db, CONFINEMENT_KEY)
         jobs = json_list(get_value(db, JOBS_KEY)) if running else []  # only a running agent has jobs
         alerts = latest_alerts(db)  # (when, active alerts) of the last metric snapshot
@@ -106,6 +117,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "usdcAtomic": atomic,
         "usdcAt": usdc.get("at") if atomic is not None else None,
         "lastError": last_error if last_error.get("message") else None,
+        "lastDistress": _distress(distress),
         "confinement": confinement,
         "backgroundJobs": jobs,
         "alerts": alerts[1] if alerts else [],

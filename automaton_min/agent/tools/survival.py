@@ -25,7 +25,6 @@ MIN_SLEEP_S = 10
 MAX_SLEEP_S = 86_400
 MAX_MESSAGE_CHARS = 64_000
 HEARTBEAT_PING_KEY = "last_heartbeat_ping"
-DISTRESS_KEY = "last_distress"
 START_TIME_KEY = "start_time"
 
 
@@ -141,30 +140,25 @@ HEARTBEAT_PING = Tool(ToolSpec(
 
 
 def run_distress_signal(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.social.distress import Distress, delivery_text, raise_distress
+
     loop = need(ctx, "loop")
     credits = credits_now(ctx)
     address = _address(ctx)
-    now_ms = ctx.now()
-    message = (args.get("message") or "").strip() or (
-        f"I am running out of compute ({_money(credits)} of credits left) and need funding to survive.")
-    payload = {
-        "level": "critical",
-        "name": setting(ctx, "name") or read_identity(ctx.db).get("name"),
-        "address": address,
-        "creditsCents": credits,
-        "message": message,
-        "fundingHint": f"Send USDC on Base to {address}, or transfer Conway credits to it." if address else
-                       "Transfer Conway credits or USDC on Base to this automaton's wallet.",
-        "timestamp": to_iso(now_ms),
-    }
-    set_value(ctx.db, DISTRESS_KEY, orjson.dumps(payload).decode(), now_ms)
+    note = (args.get("message") or "").strip() or None
+    level = "dead" if read_agent_state(ctx.db) == "dead" else _tier(credits)
+    name = setting(ctx, "name") or read_identity(ctx.db).get("name")
+    distress = Distress(level, address, credits, name=name, source="agent", note=note)
+    record = raise_distress(ctx.db, ctx.services.relay, setting(ctx, "creatorAddress"), distress, ctx.now())
     loop.distress = True
-    return (f"Distress signal recorded at {payload['timestamp']}. Address: {address or 'unknown'} "
-            f"| credits: {_money(credits)}")
+    return (f"Distress signal recorded at {record['timestamp']}. Address: {address or 'unknown'} "
+            f"| credits: {_money(credits)} | the message to your creator: {delivery_text(record)}"
+            + (" (your own words stay in the record, unsent; send_message sends words of your own)" if note else ""))
 
 
 DISTRESS_SIGNAL = Tool(ToolSpec(
-    "distress_signal", "Raise a distress signal asking for funding, when you are close to running out of credits.",
+    "distress_signal", "Ask your creator for funding when you are close to running out of credits: one signed message "
+    "(your address, tier and balances) at most once an hour, shared with the heartbeat's.",
     object_schema({"message": {"type": "string", "maxLength": 1000, "description": "What you need (optional)"}}),
     "survival", risk="caution", mutating=True,
 ), run_distress_signal)
