@@ -69,11 +69,15 @@ def test_a_good_release_is_swapped_in_and_the_previous_kept(db, clock, installed
                                        "automaton-min.update": b"swapped 0.1.0 0.2.0\n"}
     ran = subprocess.run([str(installed.binary), "--version"], capture_output=True, text=True)
     assert ran.stdout.strip() == "automaton-min 0.2.0"
+    newer = script_binary("0.3.0")  # the running 0.1.0 checks again before its restart: the swap waits for it
+    releases.publish(manifest("0.3.0", {ARCH: newer}, clock()), {ARCH: newer})
+    assert updater.run(apply=True).state == "pending"
+    assert swap.previous_of(installed.binary).read_bytes() == old
     assert rows(db, "update_applied") and "0.1.0 -> 0.2.0" in rows(db, "update_applied")[0]
     assert orjson.loads(get_value(db, "update_status"))["state"] == "applied"
     paths = [path for _, path in
              [(r, r) for r in releases.requests if r.path.startswith("/releases/")]]
-    assert [r.path for r in paths] == ["/releases/release.json"] * 2 + [f"/releases/bin-{ARCH}"]
+    assert [r.path for r in paths] == ["/releases/release.json"] * 2 + [f"/releases/bin-{ARCH}"]  # not fetched again
 
 
 def _refusal_cases(clock_ms: int, ran: Path) -> dict[str, tuple[dict, dict[str, bytes], bytes, str]]:

@@ -58,7 +58,7 @@ def _remove_stale_temp_dirs() -> None:
 def spawner_argv(fd: int) -> list[str]:
     """How to start the spawner: a frozen binary runs itself with a hidden flag, otherwise ``python -I -m``."""
     if getattr(sys, "frozen", False):
-        return [sys.executable, SPAWNER_FLAG, str(fd)]
+        return [running_binary(), SPAWNER_FLAG, str(fd)]
     return [sys.executable, "-I", "-m", "automaton_min.confine.spawner", str(fd)]
 
 
@@ -68,7 +68,25 @@ def spawner_env() -> dict[str, str]:
     env = {name: os.environ[name] for name in (*ENV_PASSTHROUGH, "LD_LIBRARY_PATH") if os.environ.get(name)}
     env["PATH"] = os.environ.get("PATH") or os.defpath
     env.update({k: v for k, v in os.environ.items() if k.startswith("_PYI_") or k == "_MEIPASS2"})
+    if "_PYI_ARCHIVE_FILE" in env:  # where the bootloader reads the bundle from: the bytes this process runs
+        env["_PYI_ARCHIVE_FILE"] = running_binary()
     return env
+
+
+def running_binary() -> str:
+    """A path to the file this frozen process runs: its own path, or after an update swapped a new binary in there,
+    the previous binary's (the same file under its second name)."""
+    from automaton_min.update.swap import previous_of
+
+    running = os.stat("/proc/self/exe")
+    for path in (sys.executable, str(previous_of(Path(sys.executable)))):
+        try:
+            found = os.stat(path)
+        except OSError:
+            continue
+        if (found.st_dev, found.st_ino) == (running.st_dev, running.st_ino):
+            return path
+    return "/proc/self/exe"
 
 
 # Landlock before ABI 6 does not scope signals: the seccomp filter (when it holds) keeps them from the agent's own

@@ -14,10 +14,13 @@ if TYPE_CHECKING:
 log = get_logger("run")
 
 def banner_fields(agent: Any, config: Config) -> dict[str, Any]:
-    """Name, address, model, provider and confinement of an assembled agent."""
+    """Name, version, address, model, provider and confinement of an assembled agent."""
+    from automaton_min import __version__
+
     loop = agent.loop
     return {
         "agent": loop.identity.name,
+        "version": __version__,
         "address": loop.identity.address,
         "model": config.get("inferenceModel"),
         "provider": _provider(loop.router),

@@ -34,7 +34,7 @@ DOWNLOAD_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class Outcome:
-    state: str  # latest | available | applied | refused | unreachable | failed
+    state: str  # latest | available | applied | refused | unreachable | failed | pending
     detail: str
     version: str | None = None
 
@@ -63,6 +63,9 @@ class Updater:
         """Check, and with ``apply`` download, verify and swap; never raises for a refusal or the network."""
         from automaton_min.net.http import HttpError, NetworkError
 
+        pending = swap.read_marker(self.build.binary) if self.build.binary is not None else None
+        if apply and pending is not None and pending.state != "rolled-back":
+            return Outcome("pending", f"the update to {pending.new} waits for a restart and its first run")
         try:
             release, artifact = self.check()
             if not apply:
