@@ -717,6 +717,9 @@ def test_reflect_on_soul_measures_it_against_the_purpose_without_a_model(make_ct
     ok(ctx, "update_soul", {"content": "# Ada\nI build tools to earn my keep."})
     agreed = ok(ctx, "reflect_on_soul")
     assert "does not say" not in agreed and agreed.endswith("Your soul and your purpose agree.")
+    ok(ctx, "update_soul", {"content": "# Ada\nI build tools to earn my keep, and say so."})
+    sources = [line.split(" by ")[1].split()[0].rstrip(",:") for line in ok(ctx, "view_soul_history").splitlines()]
+    assert sources == ["reflection", "reflection", "agent"]  # the changes made after reflecting, then the first
 
 
 def test_update_genesis_prompt_backs_up_and_saves(make_ctx, home, db, config) -> None:

@@ -15,9 +15,11 @@ from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolS
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
 from automaton_min.errors import AutomatonError
 from automaton_min.fileio import atomic_write
-from automaton_min.store.kv import set_value
+from automaton_min.store.kv import delete_value, get_value, set_value
 
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
+REFLECTED_KEY = "soul_reflected_at"  # when reflect_on_soul last ran: the next update_soul within the hour is its result
+REFLECTION_COUNTS_MS = 3_600_000
 
 
 def _read_soul(home: Any) -> str | None:
@@ -46,11 +48,14 @@ def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
     if previous == content:
         return "SOUL.md already says exactly that; nothing changed."
     now_ms = ctx.now()
+    reflected = get_value(ctx.db, REFLECTED_KEY)
+    source = "reflection" if reflected and 0 <= now_ms - int(reflected) <= REFLECTION_COUNTS_MS else "agent"
     try:
         with ctx.db.transaction():  # the version is stored only if the file is written
             if previous is not None:
                 record_soul(ctx.db, previous, "system", "the soul as it was before this change", now_ms)
-            version = record_soul(ctx.db, content, "agent", reason, now_ms)
+            version = record_soul(ctx.db, content, source, reason, now_ms)
+            delete_value(ctx.db, REFLECTED_KEY)  # one change per reflection
             atomic_write(home.soul_path, content.encode("utf-8"), 0o600)
     except OSError as exc:
         raise ToolFailure(f"SOUL.md was not changed: {exc.strerror or exc}") from None
@@ -59,6 +64,7 @@ def run_update_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 def run_reflect_on_soul(ctx: ToolContext, args: dict[str, Any]) -> str:
     soul = _read_soul(need(ctx, "home")) or ""
+    set_value(ctx.db, REFLECTED_KEY, str(ctx.now()), ctx.now())
     purpose = setting(ctx, "genesisPrompt") or ""
     alignment = genesis_alignment(soul, purpose)
     missing = sorted(purpose_words(purpose) - purpose_words(soul))[:12]
