@@ -309,3 +309,18 @@ def test_check_for_updates_runs_through_the_scheduler(db, home, clock, installed
     assert restarts == (["restart"] if expected == "applied" else [])
     swapped = installed.binary.read_bytes() == new
     assert swapped == (expected == "applied")
+
+
+def test_logs_show_each_update_refusal_and_rollback(cli, set_up, installed, releases):
+    from automaton_min.clock import system_now
+    from automaton_min.store.db import open_database
+
+    expired = script_binary("0.2.0")
+    releases.publish(manifest("0.2.0", {ARCH: expired}, system_now(), issued_ms=system_now() - 40 * DAY_MS),
+                     {ARCH: expired})
+    with open_database(set_up.default_db_path) as db:
+        Updater(db, installed, releases.manifest_url, now=system_now).run(apply=True)
+    shown = cli("logs")
+    assert shown.code == 0, shown.stderr
+    assert "update refused: the release manifest expired at" in shown.stdout
+    assert "No turns yet" in shown.stderr  # the turns part says what it always says

@@ -15,6 +15,7 @@ from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
 from automaton_min.log import printable, short
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
+from automaton_min.store.modifications import since
 
 if TYPE_CHECKING:
     from automaton_min.home import Home
@@ -56,10 +57,16 @@ def _no_turns_yet(home: "Home") -> str:
 
 def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[[dict[str, Any]], None],
           as_json: bool) -> None:
-    """The last ``tail`` turns, then (with ``follow``) each new one as it is written, until interrupted."""
+    """The last ``tail`` turns (in text, with the changes to the agent itself made meanwhile: updates, refusals,
+    rollbacks), then (with ``follow``) each new turn as it is written, until interrupted."""
     turns = latest_turns(db, tail)
-    for turn in turns:
-        show(turn)
+    changes = [] if as_json or not tail else since(db, turns[0]["timestamp"] if turns else None, tail)
+    for at, item in sorted([(turn["timestamp"], turn) for turn in turns] + [(c["at"], c) for c in changes],
+                           key=lambda pair: pair[0]):
+        if "type" in item:
+            click.echo(printable(f"{at}  {item['type'].replace('_', ' ')}: {short(item['description'], 160)}"))
+        else:
+            show(item)
     if not turns and not as_json:
         click.echo(with_home(_no_turns_yet(home), click.get_current_context()), err=True)
     if not follow:

@@ -48,6 +48,18 @@ def recent(db: "Database", limit: int = 5, kinds: tuple[str, ...] = ()) -> list[
     return [{"at": at, "type": kind, "description": text} for at, kind, text in rows]
 
 
+def since(db: "Database", at: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` rows at or after ``at`` (an ISO time; None: any), oldest first; none before the table
+    exists."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "modifications"):
+        return []
+    rows = db.query("SELECT timestamp, type, description FROM modifications WHERE timestamp >= ? ORDER BY id DESC "
+                    "LIMIT ?", (at or "", limit))
+    return [{"at": at_, "type": kind, "description": text} for at_, kind, text in reversed(rows)]
+
+
 def latest_change(db: "Database", prefix: str) -> dict[str, Any] | None:
     """The newest row whose type starts with ``prefix`` (None before the table exists: a read-only open of an
     older database)."""
