@@ -794,10 +794,11 @@ def test_a_file_that_cannot_be_opened_is_one_database_error(tmp_path: Path) -> N
 
 
 def test_the_previous_soul_kept_in_kv_becomes_the_first_version_of_its_history(tmp_path: Path, clock) -> None:
-    db = open_database(tmp_path / "state.db", migrations=MIGRATIONS[:-1], now=clock)
+    before = tuple(step for step in MIGRATIONS if step.version < 113)
+    db = open_database(tmp_path / "state.db", migrations=before, now=clock)
     kept = '{"content": "# Ada\\nI build tools.", "replacedAt": "2026-11-20T10:00:00.000Z", "reason": "learned"}'
     set_value(db, "soul_previous", kept, clock())
-    assert migrate(db, MIGRATIONS, clock) == ["soul_history"]
+    assert migrate(db, MIGRATIONS, clock)[0] == "soul_history"
     assert db.query("SELECT version, content, change_source, change_reason, created_at FROM soul_history") == [
         (1, "# Ada\nI build tools.", "agent", "learned", "2026-11-20T10:00:00.000Z")]
     db.close()

@@ -46,7 +46,9 @@ def releases():
 
 
 def files_beside(build: Build) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in build.binary.parent.iterdir()}
+    """Every file beside the binary (a download left behind too) but the updates' lock file."""
+    return {path.name: path.read_bytes() for path in build.binary.parent.iterdir()
+            if not path.name.endswith(".update-lock")}
 
 
 def rows(db, kind: str) -> list[str]:
@@ -164,7 +166,7 @@ def test_the_same_refusal_every_four_hours_is_one_row(db, clock, installed, rele
 def test_a_release_server_that_does_not_answer_changes_nothing(db, clock, installed):
     outcome = Updater(db, installed, "http://127.0.0.1:9/release.json", now=clock).run(apply=True)
     assert outcome.state == "unreachable"
-    assert list(installed.binary.parent.iterdir()) == [installed.binary]
+    assert list(files_beside(installed)) == ["automaton-min"]
 
 
 def test_a_full_disk_changes_nothing(db, clock, tmp_path, releases):
@@ -182,7 +184,7 @@ def test_a_full_disk_changes_nothing(db, clock, tmp_path, releases):
         releases.publish(manifest("0.2.0", {ARCH: big}, clock()), {ARCH: big})
         outcome = Updater(db, build, releases.manifest_url, now=clock).run(apply=True)
         assert outcome.state == "failed" and "unchanged" in outcome.detail, outcome
-        assert sorted(p.name for p in small.iterdir()) == ["automaton-min"]
+        assert sorted(p.name for p in small.iterdir() if not p.name.endswith("-lock")) == ["automaton-min"]
         assert binary.read_bytes() == script_binary("0.1.0")
         assert rows(db, "update_failed")
     finally:
@@ -271,7 +273,7 @@ def test_a_killed_update_leaves_a_working_binary(home, clock, installed, release
         if point == "update.swap":
             assert "did not take place" in rows(db, "update_abandoned")[0]
         assert Updater(db, installed, releases.manifest_url, now=clock).run(apply=True).state == "applied"
-    assert sorted(p.name for p in installed.binary.parent.iterdir()) == [
+    assert sorted(files_beside(installed)) == [
         "automaton-min", "automaton-min.previous", "automaton-min.update"]  # the killed run's leftovers are gone
 
 
@@ -324,3 +326,23 @@ def test_logs_show_each_update_refusal_and_rollback(cli, set_up, installed, rele
     assert shown.code == 0, shown.stderr
     assert "update refused: the release manifest expired at" in shown.stdout
     assert "No turns yet" in shown.stderr  # the turns part says what it always says
+
+
+def test_one_update_at_a_time_beside_a_binary(db, clock, installed, releases):
+    new = script_binary("0.2.0")
+    releases.publish(manifest("0.2.0", {ARCH: new}, clock()), {ARCH: new})
+    with swap.exclusive(installed.binary) as mine:  # the daemon's task is under way
+        assert mine
+        outcome = Updater(db, installed, releases.manifest_url, now=clock).run(apply=True)
+    assert outcome.state == "pending" and "under way" in outcome.detail
+    assert installed.binary.read_bytes() == script_binary("0.1.0") and releases.requests == []
+    assert Updater(db, installed, releases.manifest_url, now=clock).run(apply=True).state == "applied"
+
+
+def test_an_artifact_url_read_two_ways_is_refused(db, clock, installed, releases):
+    new = script_binary("0.2.0")
+    fields = manifest("0.2.0", {ARCH: new}, clock())
+    fields["artifacts"][ARCH]["url"] = "http://127.0.0.1\\@example.org/bin"  # signed, but ambiguous
+    releases.publish(fields, {ARCH: new})
+    outcome = Updater(db, installed, releases.manifest_url, now=clock).run(apply=True)
+    assert outcome.state == "refused" and "backslash" in outcome.detail

@@ -8,8 +8,11 @@ stopped), ``rolled-back`` (ExecStopPost again, when the new one failed before it
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,6 +37,22 @@ def previous_of(binary: Path) -> Path:
 
 def marker_of(binary: Path) -> Path:
     return binary.with_name(binary.name + ".update")
+
+
+@contextmanager
+def exclusive(binary: Path) -> Iterator[bool]:
+    """One update at a time beside ``binary`` (the daemon's task and an owner's ``update``): yields False when
+    another holds it."""
+    fd = os.open(binary.with_name(f".{binary.name}.update-lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def stage(binary: Path, artifact: Artifact, fetch: Callable[[Callable[[bytes], None]], int]) -> Path:

@@ -51,7 +51,7 @@ class Updater:
         """The newer release for this build, or ``Refused`` / ``NothingNew`` / a network error."""
         if self.build.public_key is None:
             raise Refused("this build has no release key baked in: it cannot verify releases")
-        release = verify_release(self.fetch(self.url), self.build.public_key)
+        release = verify_release(self.fetch(_one_reading(self.url, "the manifest URL")), self.build.public_key)
         seen = get_value(self.db, SEEN_KEY)
         artifact = check_release(release, arch=self.build.arch, running=self.build.version, now_ms=self.now(),
                                  last_issued_ms=int(seen) if seen else None,
@@ -61,11 +61,18 @@ class Updater:
 
     def run(self, *, apply: bool) -> Outcome:
         """Check, and with ``apply`` download, verify and swap; never raises for a refusal or the network."""
+        if not apply or self.build.binary is None:
+            return self._run(apply)
+        with swap.exclusive(self.build.binary) as mine:
+            pending = swap.read_marker(self.build.binary)
+            if not mine or (pending is not None and pending.state != "rolled-back"):
+                waits = f"the update to {pending.new} waits for a restart and its first run" if pending else ""
+                return Outcome("pending", waits or "another update is under way beside this binary")
+            return self._run(apply)
+
+    def _run(self, apply: bool) -> Outcome:
         from automaton_min.net.http import HttpError, NetworkError
 
-        pending = swap.read_marker(self.build.binary) if self.build.binary is not None else None
-        if apply and pending is not None and pending.state != "rolled-back":
-            return Outcome("pending", f"the update to {pending.new} waits for a restart and its first run")
         try:
             release, artifact = self.check()
             if not apply:
@@ -92,7 +99,7 @@ class Updater:
         if binary is None:
             raise Refused("this is not the one-file binary; update a source or pip install with pip or git")
         swap.remove_stale(binary)
-        url = urljoin(self.url, artifact.url)
+        url = _one_reading(urljoin(self.url, artifact.url), "the binary's URL")
         staged = swap.stage(binary, artifact, lambda sink: download(
             url, sink, max_bytes=min(artifact.size, MAX_BINARY_BYTES), timeout=DOWNLOAD_TIMEOUT_S))
         try:
@@ -139,6 +146,16 @@ def _fetch_manifest(url: str) -> bytes:
 
     body = expect_ok(request("GET", url, timeout=30.0), "the release manifest").body
     return body[:MAX_ENVELOPE_BYTES + 1]
+
+
+def _one_reading(url: str, what: str) -> str:
+    """``url`` as the HTTP client will read it (net/url.py), or ``Refused`` when it can be read more than one way."""
+    from automaton_min.net.url import UnreadableUrl, read_url
+
+    try:
+        return read_url(url).text
+    except UnreadableUrl as exc:
+        raise Refused(f"{what} cannot be used: {exc}") from None
 
 
 def _probe(staged: Path, version: str) -> None:
