@@ -103,6 +103,9 @@ def test_no_entry_of_the_one_list_is_reachable(confined: ConfinedSandbox, agent_
         if name == "skills":
             (entry / "s").mkdir(parents=True, exist_ok=True)
             entry = entry / "s" / "SKILL.md"
+        elif name == "bin":  # the service's own binary (README: Updates)
+            entry.mkdir(exist_ok=True)
+            entry = entry / "automaton-min"
         entry.write_text(f"canary-{name}")
         result = confined.exec(f"cat {entry}; echo x >> {entry}; rm -f {entry}", 20)
         assert f"canary-{name}" not in result.stdout and entry.read_text() == f"canary-{name}", name

@@ -284,6 +284,7 @@ def test_which_sandboxes_the_kernel_confines(tmp_path) -> None:
     ("write_file", "config.json", ALLOWED),  # a project's own config.json, not the API key
     ("write_file", "{home}/SOUL.md", "PROTECTED_FILE"),  # update_soul changes it
     ("write_file", "{home}/skills/x/SKILL.md", "PROTECTED_FILE"),
+    ("write_file", "{home}/bin/automaton-min", "PROTECTED_FILE"),  # the service's binary: updates only
     ("write_file", "~/.automaton/heartbeat.yml", "PROTECTED_FILE"),
     ("write_file", "{home}/wallet.json", "PROTECTED_FILE"),
     ("write_file", "{home}/automaton.json", "PROTECTED_FILE"),

@@ -8,7 +8,8 @@ from pathlib import Path
 
 HOME_SECRETS = ("wallet.json", "config.json", "automaton.json")  # hold keys: never read, never written
 HOME_STATE = ("state.db", "state.db-wal", "state.db-shm", "constitution.md", "run.lock")  # never written
-HOME_SELF = ("SOUL.md", "heartbeat.yml", "skills")  # never written by a command or a file tool
+# Never written by a command or a file tool; bin: the service's own binary, its previous copy, the update marker.
+HOME_SELF = ("SOUL.md", "heartbeat.yml", "skills", "bin")
 HOME_PROTECTED = (*HOME_SECRETS, *HOME_STATE, *HOME_SELF)
 
 # Names that hold keys wherever they are: never read, never written.
