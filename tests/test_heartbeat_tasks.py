@@ -229,6 +229,12 @@ def test_modify_heartbeat_tool_changes_the_schedule_and_pokes(db, home, clock):
     row = sched.read_row(db, "refresh_models")
     assert row.cron_expression == "0 5 * * *" and row.tier_minimum == "low_compute"
     assert len(pokes) == 3
+    for change in ({"action": "update", "name": "check_for_updates", "schedule": "0 0 29 2 1"},
+                   {"action": "remove", "name": "check_for_updates"}):  # the owner's updates setting governs it
+        with pytest.raises(ToolFailure, match="owner's settings"):
+            run_modify_heartbeat(ctx, change)
+    row = sched.read_row(db, "check_for_updates")
+    assert (row.cron_expression, row.enabled, len(pokes)) == ("0 */4 * * *", True, 3)
 
 
 def test_control_refuses_unknown_and_disabled_tasks(db, home, clock):

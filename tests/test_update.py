@@ -346,3 +346,19 @@ def test_an_artifact_url_read_two_ways_is_refused(db, clock, installed, releases
     releases.publish(fields, {ARCH: new})
     outcome = Updater(db, installed, releases.manifest_url, now=clock).run(apply=True)
     assert outcome.state == "refused" and "backslash" in outcome.detail
+
+
+def test_a_rollback_by_hand_waits_for_an_update_under_way_and_rejects_the_version_it_leaves(db, clock, installed):
+    from automaton_min.cli.update_cmd import _rollback
+    from automaton_min.errors import UserError
+
+    old = installed.binary.read_bytes()
+    swap.previous_of(installed.binary).write_bytes(old)
+    installed.binary.write_bytes(script_binary("0.2.0"))
+    running_new = Build(installed.binary, TEST_PUBLIC_KEY, "0.2.0", "", ARCH)
+    with swap.exclusive(installed.binary):
+        with pytest.raises(UserError, match="under way"):
+            _rollback(db, running_new, clock())
+    assert installed.binary.read_bytes() == script_binary("0.2.0")
+    assert "back in" in _rollback(db, running_new, clock())
+    assert installed.binary.read_bytes() == old and orjson.loads(get_value(db, REJECTED_KEY)) == ["0.2.0"]

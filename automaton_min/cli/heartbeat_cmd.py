@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from automaton_min.cli.common import emit_json, home_of, load_config_for
+from automaton_min.log import printable
 
 
 def _open(ctx: click.Context):
@@ -100,7 +101,8 @@ def _run_here(home, config, db, name: str) -> None:
     ran = scheduler.run_task(db, name)
     if ran.result != "success":
         raise RuntimeFailure(f"{name}: {ran.result}: {ran.error}")
-    click.echo(f"ran {name}: {ran.summary or 'ok'}" + (f" (the agent will be woken: {ran.wake})" if ran.wake else ""))
+    click.echo(printable(f"ran {name}: {ran.summary or 'ok'}"
+                         + (f" (the agent will be woken: {ran.wake})" if ran.wake else "")))
 
 
 def _toggle(ctx: click.Context, name: str, enabled: bool) -> None:

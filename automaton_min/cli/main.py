@@ -14,14 +14,14 @@ from automaton_min import __version__
 from automaton_min.cli.common import with_home
 from automaton_min.errors import EXIT_FAILURE, AutomatonError
 from automaton_min.home import Home, default_home
-from automaton_min.log import LOG_LEVEL_NAMES, configure_logging
+from automaton_min.log import LOG_LEVEL_NAMES, configure_logging, printable
 
 
 class CommandFailed(click.ClickException):
     """One line on stderr (``Error: ...``) and the exit code the error carries."""
 
     def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
+        super().__init__(printable(message))  # it may quote a server's answer: never escape codes on the terminal
         self.exit_code = exit_code
 
 

@@ -6,6 +6,7 @@ import click
 
 from automaton_min.cli.common import emit_json, home_of, load_config_for
 from automaton_min.errors import UserError
+from automaton_min.log import printable
 
 RESTART = "restart the agent (under the unit: sudo systemctl restart automaton-min)"
 
@@ -50,22 +51,29 @@ def command(ctx: click.Context, check: bool, rollback: bool, manifest_url: str |
         click.echo(f"Version {outcome.version} is available (running {build.version}); run: automaton-min update")
     elif outcome.state == "latest":
         click.echo(f"Up to date: {outcome.detail}.")
-    else:
-        click.echo(f"Not updated ({outcome.state}): {outcome.detail}", err=True)
+    else:  # the detail may quote a release server's answer
+        click.echo(printable(f"Not updated ({outcome.state}): {outcome.detail}"), err=True)
         ctx.exit(1)
 
 
 def _rollback(db, build, now_ms: int) -> str:
+    """The previous binary back, under the updates' lock; the version it leaves is never applied again."""
     from automaton_min.store import modifications
+    from automaton_min.store.kv import get_value, json_list, set_json
     from automaton_min.update import swap
     from automaton_min.update.manifest import Refused
+    from automaton_min.update.updater import REJECTED_KEY
 
-    try:
-        swap.put_back(build.binary)
-    except Refused as exc:
-        raise UserError(str(exc)) from None
-    swap.clear_marker(build.binary)
+    with swap.exclusive(build.binary) as mine:
+        if not mine:
+            raise UserError("an update is under way beside this binary; run update --rollback again when it ends")
+        try:
+            swap.put_back(build.binary)
+        except Refused as exc:
+            raise UserError(str(exc)) from None
+        swap.clear_marker(build.binary)
     with db.transaction():
-        modifications.record(db, "update_rolled_back", f"the previous binary put back by hand (was {build.version})",
-                             now_ms, file_path=str(build.binary))
+        modifications.record(db, "update_rolled_back", f"the previous binary put back by hand (was {build.version}); "
+                             f"{build.version} will not be applied again", now_ms, file_path=str(build.binary))
+        set_json(db, REJECTED_KEY, sorted({*json_list(get_value(db, REJECTED_KEY)), build.version}), now_ms)
     return f"The previous binary is back in {build.binary}; to run it, {RESTART}."

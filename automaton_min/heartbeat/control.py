@@ -31,6 +31,10 @@ def ensure_schedule(db: "Database", home: "Home", config: "Config", now_ms: int,
     return sched.seed(db, defaults, now_ms)
 
 
+# Tasks the agent's modify_heartbeat leaves alone, and the setting that governs each instead.
+OWNER_ONLY = {"check_for_updates": "updates, updateManifestUrl"}
+
+
 class HeartbeatControl:
     """Schedule changes on ``db`` (the calling thread's connection); ``poke`` tells the scheduler (may be None)."""
 
@@ -71,6 +75,8 @@ class HeartbeatControl:
     def modify(self, action: str, name: str, *, schedule: str | None = None, task: str | None = None,
                enabled: bool | None = None) -> str:
         """The tool's add / update / remove; returns a sentence for the model."""
+        if name in OWNER_ONLY:
+            raise UserError(f"{name} follows the owner's settings ({OWNER_ONLY[name]}); the agent does not change it")
         if task is not None and task != name:
             raise UserError(f"each task has one entry named after it: use name {task!r}")
         if schedule is not None:

@@ -92,6 +92,8 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
     signals.on_stop.append(http_deadlines.stop)  # a fetch or a relay poll ends now; a model answer, a paid request
     signals.on_abandon.append(http_deadlines.cut_all)  # ... may finish until the grace period runs out
 
+    build = this_build()
+    on_trial = settle(agent.db, build, now())  # before the heartbeat: a rollback is known to check_for_updates
     with start_step("remote parts"):
         parts = PartStates.of(config)
         probe(parts, agent.db, now())
@@ -101,8 +103,6 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
         scheduler.start()
 
     watchdog = Watchdog.from_environment(notifier, [loop_progress, SchedulerProgress(scheduler)])
-    build = this_build()
-    on_trial = settle(agent.db, build, now())
     if watchdog is not None:
         if on_trial:  # the new binary is kept once the loop and the heartbeat have both shown progress
             watchdog.after_first_ping = lambda: confirm_on_own_connection(home, config, build, now)
@@ -140,11 +140,15 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
 
 
 def swapped_under(build: "Build") -> bool:
-    """A new binary was swapped in while this one ran: the exit code asks the unit to start it."""
-    from automaton_min.update.swap import read_marker
-
-    marker = read_marker(build.binary) if build.binary is not None else None
-    return marker is not None and marker.state == "swapped" and marker.old == build.version
+    """Another binary lies at this one's path (an update, or an owner's rollback): the exit code asks the unit to
+    start it."""
+    if build.binary is None:
+        return False
+    try:
+        there, running = os.stat(build.binary), os.stat("/proc/self/exe")
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) != (running.st_dev, running.st_ino)
 
 
 def confirm_on_own_connection(home: Home, config: Config, build: "Build", now: Clock) -> None:

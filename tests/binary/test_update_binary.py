@@ -118,6 +118,18 @@ def test_the_binary_updates_itself_and_the_restart_runs_and_keeps_the_new_versio
     assert status["version"] == new_version and status["lastUpdateChange"]["type"] == "update_confirmed"
     assert old_version != new_version
 
+    back = bare("update", "--rollback")  # the owner goes back by hand: the version left is not applied again
+    assert back.returncode == 0 and bare("--version").stdout.split()[1] == old_version, back
+    with ReleaseServer() as releases:
+        releases.publish(manifest(new_version, {ARCH: new_bytes}, _now_ms()), {ARCH: new_bytes}, seed=seed)
+        again = bare("update", "--manifest-url", releases.manifest_url)
+        releases.missing = b"\x1b]0;PWNED\x07\x1b[2J\x1b[1;31mUpdated to 9.9.9"  # a hostile server's error page
+        hostile = bare("update", "--check", "--manifest-url", releases.manifest_url.replace("release.json", "gone"))
+    assert again.returncode == 1 and "rolled back" in again.stderr, again
+    assert bare("--version").stdout.split()[1] == old_version
+    assert hostile.returncode == 1 and "\\u001b]0;PWNED" in hostile.stderr, hostile
+    assert "\x1b" not in hostile.stderr + hostile.stdout, hostile  # shown, never sent raw to the terminal
+
 
 def _now_ms() -> int:
     import time

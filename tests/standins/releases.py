@@ -38,11 +38,12 @@ class ReleaseServer(LoopbackServer):
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.missing = b"no such file"  # the body of a 404
         super().__init__({("GET", r"/releases/(.+)"): self._file})
 
     def _file(self, request) -> Reply:
         name = request.match.group(1)
-        return Reply(200, self.files[name]) if name in self.files else Reply(404, b"no such file")
+        return Reply(200, self.files[name]) if name in self.files else Reply(404, self.missing)
 
     @property
     def manifest_url(self) -> str:
