@@ -49,4 +49,5 @@ binary=${AUTOMATON_DIST:-dist}/automaton-min
 size=$(stat -c %s "$binary")
 echo "built $binary in $(( $(date +%s) - started )) s: $size bytes ($(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}') MiB), $(uname -m)"
 echo "sha256 $(sha256sum "$binary" | cut -d' ' -f1)"
-echo "version $("$binary" --version | cut -d' ' -f2), release key: ${AUTOMATON_RELEASE_KEY:-none (updates refused)}"
+echo "version $("$binary" --version | cut -d' ' -f2), release key: ${AUTOMATON_RELEASE_KEY:-none (updates refused)}," \
+  "manifest URL: ${AUTOMATON_RELEASE_URL:-none (set updateManifestUrl on the device)}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,14 +24,18 @@ from automaton_min.clock import to_iso  # noqa: E402
 from automaton_min.update.manifest import PRODUCT, public_key_of, sign_release  # noqa: E402
 
 DAY_MS = 86_400_000
+PRIVATE_TAG = "ed25519-private-seed "  # the private key file's first words: a public key given by mistake is refused
+ARCHITECTURES = ("linux-x86_64", "linux-aarch64")  # `linux-` and what `uname -m` prints on the device
 
 
 def keygen(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    if (directory / "release.key").exists():
+        raise SystemExit(f"{directory / 'release.key'} exists already: keep it, or choose another directory")
     seed = os.urandom(32)
     fd = os.open(directory / "release.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write(seed.hex() + "\n")
+        handle.write(PRIVATE_TAG + seed.hex() + "\n")
     (directory / "release.pub").write_text(public_key_of(seed).hex() + "\n")
     print(f"wrote {directory / 'release.key'} (private: keep it offline) and {directory / 'release.pub'}")
 
@@ -39,9 +44,16 @@ def manifest(version: str, binaries: list[str], days: float, url_base: str, now_
     artifacts = {}
     for pair in binaries:
         arch, _, path = pair.partition("=")
-        if not path or not arch.startswith("linux-"):
-            raise SystemExit(f"name each binary as linux-ARCH=PATH, not {pair!r}")
+        if not path or arch not in ARCHITECTURES:
+            raise SystemExit(f"name each binary as ARCH=PATH with ARCH one of {', '.join(ARCHITECTURES)}, "
+                             f"not {pair!r}")
+        if not Path(path).is_file():
+            raise SystemExit(f"{path} is not a file: build it first (bash build/build.sh)")
         data = Path(path).read_bytes()
+        if arch == f"linux-{os.uname().machine}":  # one this machine can run: it must say the version signed for it
+            said = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout.split()
+            if version not in said:
+                raise SystemExit(f"{path} says {' '.join(said) or 'nothing'}, not version {version}")
         name = Path(path).name
         artifacts[arch] = {"url": f"{url_base.rstrip('/')}/{name}" if url_base else name, "size": len(data),
                            "sha256": hashlib.sha256(data).hexdigest()}
@@ -63,7 +75,10 @@ def main() -> None:
     if args.command == "keygen":
         keygen(args.directory)
         return
-    seed = bytes.fromhex(args.key.read_text().strip())
+    text = args.key.read_text().strip() if args.key.is_file() else ""
+    if not text.startswith(PRIVATE_TAG):
+        raise SystemExit(f"{args.key} is not a private key from `release.py keygen` (release.key, not release.pub)")
+    seed = bytes.fromhex(text.removeprefix(PRIVATE_TAG))
     sys.stdout.buffer.write(sign_release(seed, manifest(args.version, args.binaries, args.days, args.url_base,
                                                         int(time.time() * 1000))) + b"\n")
 

@@ -362,3 +362,24 @@ def test_a_rollback_by_hand_waits_for_an_update_under_way_and_rejects_the_versio
     assert installed.binary.read_bytes() == script_binary("0.2.0")
     assert "back in" in _rollback(db, running_new, clock())
     assert installed.binary.read_bytes() == old and orjson.loads(get_value(db, REJECTED_KEY)) == ["0.2.0"]
+
+
+def test_logs_show_every_change_in_the_span_of_the_turns_shown(cli, set_up, clock):
+    from automaton_min.store.db import open_database
+    from automaton_min.store.turns import StoredTurn, insert_turn
+    from automaton_min.clock import to_iso
+
+    with open_database(set_up.default_db_path) as db:
+        at = clock()
+        modifications.record(db, "update_applied", "before any turn", at)
+        insert_turn(db, StoredTurn("t1", to_iso(at + 1000), "running", None, None, "first", (), None, 0))
+        for n in range(3):
+            modifications.record(db, "update_refused", f"between the turns {n}", at + 2000 + n)
+        insert_turn(db, StoredTurn("t2", to_iso(at + 9000), "running", None, None, "second", (), None, 0))
+    every = cli("logs").stdout
+    assert every.index("before any turn") < every.index("first") < every.index("between the turns 2") < every.index(
+        "second")
+    last_two = cli("logs", "--tail", "2").stdout  # all the turns there are: every change too
+    assert "before any turn" in last_two and all(f"between the turns {n}" in last_two for n in range(3))
+    last_one = cli("logs", "--tail", "1").stdout  # the span of the last turn only
+    assert "between the turns" not in last_one and "second" in last_one

@@ -96,8 +96,12 @@ def _run_here(home, config, db, name: str) -> None:
 
         wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
         relay = RelayClient.from_config(config, wallet)  # heartbeat_ping's distress reaches the creator by hand too
+    from automaton_min.heartbeat.update_task import update_task
+    from automaton_min.update.baked import this_build
+
     factory = ContextFactory(home, config, wallet=wallet, relay=relay)
-    scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, factory, None)
+    by_hand = {"check_for_updates": update_task(this_build(), may_apply=False)}  # reports; `update` applies
+    scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, factory, None, extra_tasks=by_hand)
     ran = scheduler.run_task(db, name)
     if ran.result != "success":
         raise RuntimeFailure(f"{name}: {ran.result}: {ran.error}")

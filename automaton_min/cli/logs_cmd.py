@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 FOLLOW_POLL_S = 1.0
+MAX_CHANGES = 1000  # the modifications table keeps no more
 MAX_TAIL = 1_000_000_000  # SQLite takes 64-bit integers; a larger --tail was an OverflowError traceback
 
 
@@ -59,8 +60,11 @@ def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[
           as_json: bool) -> None:
     """The last ``tail`` turns (in text, with the changes to the agent itself made meanwhile: updates, refusals,
     rollbacks), then (with ``follow``) each new turn as it is written, until interrupted."""
-    turns = latest_turns(db, tail)
-    changes = [] if as_json or not tail else since(db, turns[0]["timestamp"] if turns else None, tail)
+    turns = latest_turns(db, tail + 1)  # one more: are these all the turns there are?
+    older, turns = turns[:-tail] if tail else turns, turns[-tail:] if tail else []
+    # every change in the span the turns cover; when they are all the turns there are, every change before them too
+    start = turns[0]["timestamp"] if turns and older else None
+    changes = [] if as_json or not tail else since(db, start, MAX_CHANGES)
     for at, item in sorted([(turn["timestamp"], turn) for turn in turns] + [(c["at"], c) for c in changes],
                            key=lambda pair: pair[0]):
         if "type" in item:

@@ -123,6 +123,16 @@ def _alerts(info: dict) -> str | None:
     return f"{listed} (as of {info['alertsAt']})"
 
 
+def _soul(soul: dict | None) -> str | None:
+    """SOUL.md's version and who changed it last; its agreement with the purpose at the last reflection."""
+    if not soul:
+        return None
+    parts = [f"version {soul['version']} ({soul['source']}, {soul['at']})"] if soul["version"] is not None else []
+    if soul["alignment"] is not None:
+        parts.append(f"agrees with the purpose at {soul['alignment']:.2f} of 1 (reflected {soul['reflectedAt']})")
+    return "; ".join(parts) or None
+
+
 def _update(info: dict) -> str | None:
     """The last update check and the last change it made (applied, refused, rolled back)."""
     check, change = info["update"], info["lastUpdateChange"]
@@ -170,6 +180,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
+        ("soul", _soul(info["soul"])),
         ("updates", _update(info)),
         ("home", info["home"]),
     ])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from automaton_min.cli.common import emit_json, home_of, load_config_for
+from automaton_min.cli.common import emit_json, home_of, load_config_for, with_home
 from automaton_min.errors import UserError
 from automaton_min.log import printable
 
@@ -21,7 +21,8 @@ def command(ctx: click.Context, check: bool, rollback: bool, manifest_url: str |
     """Fetch the release manifest, verify its signature with the key built into this binary, download the build for
     this machine, check its size and sha256, run it once, and swap it in, keeping the previous binary.
 
-    Exit 0 when up to date, available (--check) or applied; 1 when a release was refused or not reachable.
+    Exit 0 when up to date, available (--check), applied or already applied and waiting for a restart; 1 when a
+    release was refused or not reachable.
     """
     from automaton_min.clock import system_now
     from automaton_min.config import db_path
@@ -48,11 +49,15 @@ def command(ctx: click.Context, check: bool, rollback: bool, manifest_url: str |
     elif outcome.state == "applied":
         click.echo(f"Updated {outcome.detail}; the previous binary is kept. To run the new one, {RESTART}.")
     elif outcome.state == "available":
-        click.echo(f"Version {outcome.version} is available (running {build.version}); run: automaton-min update")
+        click.echo(with_home(f"Version {outcome.version} is available (running {build.version}); run: "
+                             "automaton-min update", ctx))
     elif outcome.state == "latest":
         click.echo(f"Up to date: {outcome.detail}.")
+    elif outcome.state == "pending":
+        click.echo(f"Nothing to do: {outcome.detail}; {RESTART}.")
     else:  # the detail may quote a release server's answer
-        click.echo(printable(f"Not updated ({outcome.state}): {outcome.detail}"), err=True)
+        what = "Update check failed" if check else "Not updated"
+        click.echo(printable(f"{what} ({outcome.state}): {outcome.detail}"), err=True)
         ctx.exit(1)
 
 
@@ -62,7 +67,8 @@ def _rollback(db, build, now_ms: int) -> str:
     from automaton_min.store.kv import get_value, json_list, set_json
     from automaton_min.update import swap
     from automaton_min.update.manifest import Refused
-    from automaton_min.update.updater import REJECTED_KEY
+    from automaton_min.clock import to_iso
+    from automaton_min.update.updater import REJECTED_KEY, STATUS_KEY
 
     with swap.exclusive(build.binary) as mine:
         if not mine:
@@ -73,6 +79,8 @@ def _rollback(db, build, now_ms: int) -> str:
             raise UserError(str(exc)) from None
         swap.clear_marker(build.binary)
     with db.transaction():
+        set_json(db, STATUS_KEY, {"checked_at": to_iso(now_ms), "running": build.version, "state": "rolled back",
+                                  "latest": None, "detail": f"{build.version} put back by hand"}, now_ms)
         modifications.record(db, "update_rolled_back", f"the previous binary put back by hand (was {build.version}); "
                              f"{build.version} will not be applied again", now_ms, file_path=str(build.binary))
         set_json(db, REJECTED_KEY, sorted({*json_list(get_value(db, REJECTED_KEY)), build.version}), now_ms)

@@ -26,11 +26,13 @@ def update_task(build: "Build", *, may_apply: bool, restart: Callable[[], None] 
     def check_for_updates(ctx: TaskContext) -> TaskResult:
         from automaton_min.update.updater import Updater
 
+        if build.binary is None:
+            return TaskResult("not the one-file binary: a source or pip install is updated with pip or git")
         mode = ctx.config.get("updates", "apply")
         url = ctx.config.get("updateManifestUrl") or build.manifest_url
         if mode == "off" or not url:
             return TaskResult("updates are off" if mode == "off" else "no release manifest URL is configured")
-        apply = mode == "apply" and may_apply and build.binary is not None
+        apply = mode == "apply" and may_apply
         outcome = Updater(ctx.db, build, url, now=ctx.now).run(apply=apply)
         if outcome.state == "applied":
             restart()

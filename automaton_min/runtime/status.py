@@ -19,6 +19,7 @@ from automaton_min.social.distress import DISTRESS_KEY
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.modifications import latest_change
+from automaton_min.store.sqlite import table_exists
 from automaton_min.store.kv import USDC_KEY, get_value, json_list, json_object
 from automaton_min.store.turns import count_turns, last_turn_timestamp, recent_turns
 from automaton_min.tiers import tier_for_credits
@@ -74,6 +75,19 @@ def _running(pid: Any) -> bool:
     return isinstance(pid, int) and pid > 1 and alive(pid)
 
 
+def _soul(db: Any) -> dict[str, Any] | None:
+    """The soul's newest version (from ``soul_history``) and the last reflection's alignment with the purpose."""
+    if not table_exists(db, "soul_history"):
+        return None
+    newest = db.query_one("SELECT version, change_source, created_at FROM soul_history ORDER BY version DESC LIMIT 1")
+    reflected = json_object(get_value(db, "last_soul_reflection"))  # heartbeat's soul_reflection
+    if newest is None and not reflected:
+        return None
+    version, source, at = newest if newest is not None else (None, None, None)
+    return {"version": version, "source": source, "at": at, "alignment": reflected.get("alignment"),
+            "reflectedAt": reflected.get("at")}
+
+
 def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
     """Name, address, whether a run holds the home, state, money and the last error, as one dict; ``state.db`` is
     opened read-only (missing or empty: an error, never replaced)."""
@@ -100,6 +114,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         recent = turn_summaries(db)
         update = json_object(get_value(db, "update_status"))  # update.updater.STATUS_KEY: the last check
         changed = latest_change(db, "update")
+        soul = _soul(db)
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
@@ -133,6 +148,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "parts": parts,
         "model": config["inferenceModel"],
         "version": __version__,
+        "soul": soul,
         "update": update or None,
         "lastUpdateChange": changed,
         "home": str(home.root),

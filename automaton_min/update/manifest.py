@@ -121,7 +121,8 @@ def check_release(release: Release, *, arch: str, running: str, now_ms: int, las
         raise Refused(f"the release manifest expired at {to_iso(release.expires_at)}")
     if last_issued_ms is not None and release.issued_at < last_issued_ms:
         raise Refused(f"the manifest was issued at {to_iso(release.issued_at)}, before one already seen "
-                      f"({to_iso(last_issued_ms)}): an old manifest replayed")
+                      f"({to_iso(last_issued_ms)}): an old manifest replayed (a publisher re-signs to publish it "
+                      "again)")
     if version_key(release.version) == version_key(running):
         raise NothingNew(f"{running} is the latest release")
     if version_key(release.version) < version_key(running):

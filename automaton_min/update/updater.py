@@ -141,11 +141,14 @@ def last_status(db: "Database") -> dict:
 
 
 def _fetch_manifest(url: str) -> bytes:
-    from automaton_min.net.http import expect_ok, request
+    from automaton_min.net.http import HttpError, request
     from automaton_min.update.manifest import MAX_ENVELOPE_BYTES
 
-    body = expect_ok(request("GET", url, timeout=30.0), "the release manifest").body
-    return body[:MAX_ENVELOPE_BYTES + 1]
+    answer = request("GET", url, timeout=30.0)
+    if not answer.ok:  # the body (an HTML error page, say) is left out: the status says enough
+        raise HttpError(f"GET {url} answered {answer.status}; check updateManifestUrl (automaton-min config set "
+                        "updateManifestUrl URL)", answer.status)
+    return answer.body[:MAX_ENVELOPE_BYTES + 1]
 
 
 def _one_reading(url: str, what: str) -> str:
@@ -166,5 +169,8 @@ def _probe(staged: Path, version: str) -> None:
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise Refused(f"the new binary does not start here ({type(exc).__name__})") from None
-    if done.returncode != 0 or version not in done.stdout.decode("utf-8", "replace").split():
-        raise Refused(f"the new binary does not report version {version} (exit {done.returncode})")
+    said = done.stdout.decode("utf-8", "replace").split()
+    if done.returncode != 0 or version not in said:
+        reported = said[-1][:40] if said else "nothing"
+        raise Refused(f"the new binary does not report version {version} (it said {reported!r}, exit "
+                      f"{done.returncode}): the release is broken; its publisher must sign a good one")
