@@ -85,6 +85,8 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
             raise UserError(f"setup --yes needs {', '.join(missing)}")
         if optional["sandbox_id"] is None and "sandboxId" not in current:
             optional["sandbox_id"] = detect_sandbox_id()
+        if optional["openai_base_url"] and optional["inference_model"] is None and "inferenceModel" not in current:
+            optional["inference_model"] = _served_model(optional["openai_base_url"], optional["openai_api_key"])
     else:
         click.echo(_opening(home, current))
         try:
@@ -173,6 +175,18 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
             _try_model(server, optional["openai_api_key"] or current.get("openaiApiKey"),
                        optional[field] or defaults[field])
     return asked
+
+
+def _served_model(url: str, api_key: str | None) -> str | None:
+    """Without --inference-model: the model the server serves, as the wizard offers it (None: it does not answer
+    or lists none, and the default stays)."""
+    from automaton_min.inference.model_check import server_models
+
+    try:
+        ids = server_models(url, api_key)
+    except NetworkError:
+        return None
+    return None if not ids or DEFAULTS["inferenceModel"] in ids else ids[0]
 
 
 def _show_models(url: str, api_key: str | None, default: str) -> tuple[str, bool]:

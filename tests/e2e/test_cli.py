@@ -318,9 +318,15 @@ def test_setup_for_a_local_model_says_run_and_repeats_home(cli, tmp_path):
         f"Next, with gemma-3-270m on your own server: automaton-min --home {other} run (Ctrl-C stops it), and in "
         f"another terminal automaton-min --home {other} logs -f")
     assert "USDC" not in result.stdout and "provision" not in result.stdout
-    # No model named: the default's name goes to one's own server too, as doctor and run send it
-    unnamed = cli("--home", str(tmp_path / "third"), "setup", "--name", "ada", "--genesis-prompt", "Earn.",
-                  "--creator-address", CREATOR, "--openai-base-url", "http://127.0.0.1:8089/v1", "--yes")
+    # No model named: the one the server lists, as the wizard offers it; a server that does not answer: the default
+    from standins.model_servers import OpenAIServer
+
+    with OpenAIServer(mode="llamacpp", models=[{"id": "gemma-served", "object": "model"}]) as server:
+        served = cli("--home", str(tmp_path / "third"), "setup", "--name", "ada", "--genesis-prompt", "Earn.",
+                     "--creator-address", CREATOR, "--openai-base-url", server.url, "--yes")
+    assert served.stdout.splitlines()[-1].startswith("Next, with gemma-served on your own server: automaton-min")
+    unnamed = cli("--home", str(tmp_path / "fourth"), "setup", "--name", "ada", "--genesis-prompt", "Earn.",
+                  "--creator-address", CREATOR, "--openai-base-url", "http://127.0.0.1:9/v1", "--yes")
     assert unnamed.stdout.splitlines()[-1].startswith("Next, with gpt-5.2 on your own server: automaton-min --home")
 
 
