@@ -32,9 +32,9 @@ grep -q '^flags:.*F' "$handler" || {
 echo "binfmt: $(tr '\n' ' ' < "$handler")"
 
 # 2. the arm64 Debian 12 root, made once (the second stage runs arm64 dpkg under qemu)
-root=build/aarch64/root
+root=$PWD/build/aarch64/root
 if [ ! -e "$root/.ready" ]; then
-  rm -rf "$root"  # an interrupted first run
+  rm -rf "$root" && mkdir -p "$root"  # an interrupted first run
   echo "+ debootstrap --arch=arm64 bookworm $root"
   debootstrap --arch=arm64 --variant=minbase --foreign \
     --include=python3,python3-venv,python3-dev,binutils,gcc,ca-certificates bookworm "$root" \
