@@ -46,6 +46,10 @@ mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# the root trusts the certificate authorities this machine added (a TLS-inspecting proxy's, say); pip is told to
+# use the system's bundle (build_env below), not its own
+[ ! -d /usr/local/share/ca-certificates ] || cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+chroot "$root" update-ca-certificates >/dev/null
 
 # 3. HEAD into the root (its build venv kept: pip under emulation is slow), and build/build.sh there
 work=$root/automaton
@@ -56,7 +60,7 @@ rm -rf "$src" && mkdir -p "$src/build"
 [ ! -d "$work/venv" ] || mv "$work/venv" "$src/build/.venv"
 git archive HEAD | tar -x -C "$src"
 git diff --quiet HEAD || echo "aarch64.sh: building HEAD ($(git rev-parse --short HEAD)), not the uncommitted changes"
-build_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+build_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt
            "SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}")
 [ -z "${AUTOMATON_BUILD_VERSION:-}" ] || build_env+=("AUTOMATON_BUILD_VERSION=$AUTOMATON_BUILD_VERSION")
 if [ -n "$key" ]; then
