@@ -5,7 +5,7 @@
 # bootloader and aarch64 wheels go in. Opt-in, not CI: tens of minutes on first use. Run as root:
 #   sudo nice -n 10 bash build/aarch64.sh
 # Passed to build.sh when set: AUTOMATON_BUILD_VERSION, AUTOMATON_RELEASE_KEY (a file: copied into the root),
-# SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses the mirror.
+# SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses Debian's mirror.
 set -euo pipefail
 key=${AUTOMATON_RELEASE_KEY:+$(realpath "$AUTOMATON_RELEASE_KEY")}
 cd "$(dirname "$0")/.."
@@ -14,31 +14,39 @@ cd "$(dirname "$0")/.."
 # A mount namespace of its own: the root's /proc, /sys and /dev mounts vanish when the script ends, however it ends.
 [ -n "${AARCH64_UNSHARED:-}" ] || exec env AARCH64_UNSHARED=1 unshare --mount --propagation private bash "$0" "$@"
 
-# 1. qemu, binfmt_misc's aarch64 handler (F: the interpreter is opened now, so it runs inside a chroot), debootstrap
-need=()
-command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
-command -v update-binfmts >/dev/null || need+=(binfmt-support)
-command -v debootstrap >/dev/null || need+=(debootstrap)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "+ apt-get install ${need[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+# 1. debootstrap; qemu-user 9 or newer (older ones refuse prctl(PR_SET_CHILD_SUBREAPER), which `run` needs: Debian
+# 12 has 7.2, its backports 10); binfmt_misc's aarch64 handler, registered afresh from qemu's binfmt.d file (its F
+# flag opens the interpreter now, so it runs inside a chroot, and an older qemu's stays in use until then)
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+apt_install() {
+  echo "+ apt-get install $*"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+qemu_major() { qemu-aarch64-static --version 2>/dev/null | sed -n '1s/.*version \([0-9]*\).*/\1/p' | grep . || echo 0; }
+command -v debootstrap >/dev/null || apt_install debootstrap
+if [ "$(qemu_major)" -lt 9 ]; then
+  from=()
+  if grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release; then
+    echo "deb $mirror bookworm-backports main" > /etc/apt/sources.list.d/bookworm-backports.list
+    from=(-t bookworm-backports)
+  fi
+  apt_install "${from[@]}" qemu-user-static qemu-user-binfmt
 fi
+[ "$(qemu_major)" -ge 9 ] || { echo "aarch64.sh: qemu-aarch64-static is older than 9; install a newer" >&2; exit 1; }
 handler=/proc/sys/fs/binfmt_misc/qemu-aarch64
 mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
-[ -e "$handler" ] || update-binfmts --enable qemu-aarch64
-grep -q '^flags:.*F' "$handler" || {
-  echo "aarch64.sh: $handler lacks the F flag; re-register it: update-binfmts --disable qemu-aarch64 &&" \
-       "update-binfmts --enable qemu-aarch64" >&2; exit 1; }
-echo "binfmt: $(tr '\n' ' ' < "$handler")"
+[ ! -e "$handler" ] || echo -1 > "$handler"
+grep -v '^#' /usr/lib/binfmt.d/qemu-aarch64.conf > /proc/sys/fs/binfmt_misc/register
+echo "$(qemu-aarch64-static --version | head -1); binfmt: $(tr '\n' ' ' < "$handler")"
 
 # 2. the arm64 Debian 12 root, made once (the second stage runs arm64 dpkg under qemu)
 root=$PWD/build/aarch64/root
 if [ ! -e "$root/.ready" ]; then
-  rm -rf "$root" && mkdir -p "$root"  # an interrupted first run
+  rm -rf "$root" && mkdir -p "$root"  # what an interrupted first run left
   echo "+ debootstrap --arch=arm64 bookworm $root"
   debootstrap --arch=arm64 --variant=minbase --foreign \
     --include=python3,python3-venv,python3-dev,binutils,gcc,ca-certificates bookworm "$root" \
-    "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+    "$mirror"
   chroot "$root" /debootstrap/debootstrap --second-stage
   touch "$root/.ready"
 fi
@@ -48,7 +56,8 @@ mount --rbind /dev "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # the root trusts the certificate authorities this machine added (a TLS-inspecting proxy's, say); pip is told to
 # use the system's bundle (build_env below), not its own
-[ ! -d /usr/local/share/ca-certificates ] || cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+cas=/usr/local/share/ca-certificates
+[ ! -d $cas ] || cp -r $cas/. "$root$cas"
 chroot "$root" update-ca-certificates >/dev/null
 
 # 3. HEAD into the root (its build venv kept: pip under emulation is slow), and build/build.sh there
