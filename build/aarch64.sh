@@ -153,13 +153,16 @@ kill -TERM "$run_pid"
 code=0 && wait "$run_pid" || code=$?
 cat "$work/run.log"
 [ "$code" = 0 ] || { echo "aarch64.sh: run exited $code after SIGTERM, not 0" >&2; exit 1; }
-results+=("ok   automaton-min run: a turn, asleep, SIGTERM, exit 0")
+if ! grep -q '"msg":"tool sleep ok' "$work/run.log" || grep -q Traceback "$work/run.log"; then
+  echo "aarch64.sh: the run's turn did not call sleep, or a traceback was logged" >&2; exit 1
+fi
+results+=("ok   automaton-min run: one turn (the sleep tool), asleep, SIGTERM, exit 0")
 smoke status
 
 # 5. the summary
 size=$(stat -c %s "$binary")
 echo
 mib=$(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}')
-echo "built $binary in $build_s s under emulation: $size bytes ($mib MiB)"
+echo "built $binary in $build_s s under emulation: $size bytes ($mib MiB); the whole script took $SECONDS s"
 echo "sha256 $(sha256sum "$binary" | cut -d' ' -f1)"
 printf '%s\n' "${results[@]}"
