@@ -2,7 +2,7 @@
 # Build dist/automaton-min-linux-aarch64 (the Raspberry Pi binary) on an x86_64 Debian machine, and smoke-test it,
 # all under emulation: qemu-user-static through binfmt_misc and an arm64 Debian 12 root made by debootstrap (cached in
 # build/aarch64/root). The root runs the same build/build.sh on HEAD (committed files only), so PyInstaller's aarch64
-# bootloader and aarch64 wheels go in. Opt-in, not CI: tens of minutes on first use. Run as root:
+# bootloader and aarch64 wheels go in. Opt-in, not CI: 11 minutes on first use here (README). Run as root:
 #   sudo nice -n 10 bash build/aarch64.sh
 # Passed to build.sh when set: AUTOMATON_BUILD_VERSION, AUTOMATON_RELEASE_KEY (a file: copied into the root),
 # SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses Debian's mirror.
