@@ -7,12 +7,12 @@
 # Passed to build.sh when set: AUTOMATON_BUILD_VERSION, AUTOMATON_RELEASE_KEY (a file: copied into the root),
 # SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses Debian's mirror.
 set -euo pipefail
-key=${AUTOMATON_RELEASE_KEY:+$(realpath "$AUTOMATON_RELEASE_KEY")}
-cd "$(dirname "$0")/.."
-
 [ "$(id -u)" = 0 ] || { echo "aarch64.sh: needs root (debootstrap, chroot, binfmt_misc): sudo bash $0" >&2; exit 1; }
 # A mount namespace of its own: the root's /proc, /sys and /dev mounts vanish when the script ends, however it ends.
 [ -n "${AARCH64_UNSHARED:-}" ] || exec env AARCH64_UNSHARED=1 unshare --mount --propagation private bash "$0" "$@"
+key=${AUTOMATON_RELEASE_KEY:+$(realpath "$AUTOMATON_RELEASE_KEY")}
+[ -z "$key" ] || [ -f "$key" ] || { echo "aarch64.sh: AUTOMATON_RELEASE_KEY=$key is not a file" >&2; exit 1; }
+cd "$(dirname "$0")/.."
 
 # 1. debootstrap; qemu-user 9 or newer (older ones refuse prctl(PR_SET_CHILD_SUBREAPER), which `run` needs: Debian
 # 12 has 7.2, its backports 10); binfmt_misc's aarch64 handler, registered afresh from qemu's binfmt.d file (its F
