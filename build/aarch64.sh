@@ -4,8 +4,8 @@
 # build/aarch64/root). The root runs the same build/build.sh on HEAD (committed files only), so PyInstaller's aarch64
 # bootloader and aarch64 wheels go in. Opt-in, not CI: 11 minutes on first use here (README). Run as root:
 #   sudo nice -n 10 bash build/aarch64.sh
-# Passed to build.sh when set: AUTOMATON_BUILD_VERSION, AUTOMATON_RELEASE_KEY (a file: copied into the root),
-# SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses Debian's mirror.
+# Passed to build.sh when set: AUTOMATON_BUILD_VERSION, AUTOMATON_RELEASE_URL, AUTOMATON_RELEASE_KEY (a file: copied
+# into the root), SOURCE_DATE_EPOCH (default: HEAD's time). DEBIAN_MIRROR chooses Debian's mirror.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "aarch64.sh: needs root (debootstrap, chroot, binfmt_misc): sudo bash $0" >&2; exit 1; }
 # A mount namespace of its own: the root's /proc, /sys and /dev mounts vanish when the script ends, however it ends.
@@ -71,7 +71,10 @@ git archive HEAD | tar -x -C "$src"
 git diff --quiet HEAD || echo "aarch64.sh: building HEAD ($(git rev-parse --short HEAD)), not the uncommitted changes"
 build_env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt
            "SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}")
-[ -z "${AUTOMATON_BUILD_VERSION:-}" ] || build_env+=("AUTOMATON_BUILD_VERSION=$AUTOMATON_BUILD_VERSION")
+for name in AUTOMATON_BUILD_VERSION AUTOMATON_RELEASE_URL; do
+  [ -z "${!name:-}" ] || build_env+=("$name=${!name}")
+done
+rm -f "$work/release-key"
 if [ -n "$key" ]; then
   install -m 0644 "$key" "$work/release-key"
   build_env+=(AUTOMATON_RELEASE_KEY=/automaton/release-key)
