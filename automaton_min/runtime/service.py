@@ -145,7 +145,10 @@ def swapped_under(build: "Build") -> bool:
     if build.binary is None:
         return False
     try:
-        there, running = os.stat(build.binary), os.stat("/proc/self/exe")
+        there = os.stat(build.binary)
+        # opened, not stat'ed: under qemu-user (build/aarch64.sh) a stat of the link finds qemu, an open this binary
+        with open("/proc/self/exe", "rb") as running_file:
+            running = os.fstat(running_file.fileno())
     except OSError:
         return False
     return (there.st_dev, there.st_ino) != (running.st_dev, running.st_ino)
