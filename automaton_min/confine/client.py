@@ -76,17 +76,10 @@ def spawner_env() -> dict[str, str]:
 def running_binary() -> str:
     """A path to the file this frozen process runs: its own path, or after an update swapped a new binary in there,
     the previous binary's (the same file under its second name)."""
-    from automaton_min.update.swap import previous_of
+    from automaton_min.update.swap import previous_of, runs_from
 
-    running = os.stat("/proc/self/exe")
-    for path in (sys.executable, str(previous_of(Path(sys.executable)))):
-        try:
-            found = os.stat(path)
-        except OSError:
-            continue
-        if (found.st_dev, found.st_ino) == (running.st_dev, running.st_ino):
-            return path
-    return "/proc/self/exe"
+    return next((path for path in (sys.executable, str(previous_of(Path(sys.executable)))) if runs_from(path)),
+                "/proc/self/exe")
 
 
 # Landlock before ABI 6 does not scope signals: the seccomp filter (when it holds) keeps them from the agent's own

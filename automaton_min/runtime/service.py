@@ -142,16 +142,9 @@ def run_service(home: Home, config: Config, *, now: Clock = system_now) -> int:
 def swapped_under(build: "Build") -> bool:
     """Another binary lies at this one's path (an update, or an owner's rollback): the exit code asks the unit to
     start it."""
-    if build.binary is None:
-        return False
-    try:
-        there = os.stat(build.binary)
-        # opened, not stat'ed: under qemu-user (build/aarch64.sh) a stat of the link finds qemu, an open this binary
-        with open("/proc/self/exe", "rb") as running_file:
-            running = os.fstat(running_file.fileno())
-    except OSError:
-        return False
-    return (there.st_dev, there.st_ino) != (running.st_dev, running.st_ino)
+    from automaton_min.update.swap import runs_from
+
+    return build.binary is not None and build.binary.exists() and runs_from(build.binary) is False
 
 
 def confirm_on_own_connection(home: Home, config: Config, build: "Build", now: Clock) -> None:

@@ -31,6 +31,23 @@ class Marker:
     new: str
 
 
+def runs_from(path: Path | str) -> bool | None:
+    """``path`` is the file this process runs (None: cannot tell). /proc/self/exe is opened, not stat'ed: under
+    qemu-user (build/aarch64.sh) a stat of the link finds qemu itself, an open the program."""
+    try:
+        with open("/proc/self/exe", "rb") as running_file:
+            running = os.fstat(running_file.fileno())
+    except OSError:
+        return None
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    return (there.st_dev, there.st_ino) == (running.st_dev, running.st_ino)
+
+
 def previous_of(binary: Path) -> Path:
     return binary.with_name(binary.name + ".previous")
 
