@@ -10,13 +10,14 @@ from automaton_min.log import get_logger
 from automaton_min.store import modifications
 from automaton_min.store.kv import get_value, json_list, set_json
 from automaton_min.update import swap
-from automaton_min.update.updater import REJECTED_KEY
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
     from automaton_min.update.baked import Build
 
 log = get_logger(__name__)
+
+REJECTED_KEY = "update_rejected"  # versions rolled back here, never applied again (the updater reads it)
 
 
 def on_trial(build: "Build") -> bool:

@@ -9,17 +9,18 @@ stopped), ``rolled-back`` (ExecStopPost again, when the new one failed before it
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from automaton_min.crashpoint import crash_point
 from automaton_min.fileio import atomic_write, fsync_dir
-from automaton_min.update.manifest import Artifact, Refused
+
+if TYPE_CHECKING:
+    from automaton_min.update.manifest import Artifact
 
 STATES = ("swapped", "started", "rolled-back")
 
@@ -72,9 +73,13 @@ def exclusive(binary: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def stage(binary: Path, artifact: Artifact, fetch: Callable[[Callable[[bytes], None]], int]) -> Path:
+def stage(binary: Path, artifact: "Artifact", fetch: Callable[[Callable[[bytes], None]], int]) -> Path:
     """Download through ``fetch(sink)`` into a hidden file beside ``binary`` (same filesystem: the swap is a rename),
     check its size and sha256, make it executable; ``Refused`` (nothing left behind) when they do not match."""
+    import hashlib
+
+    from automaton_min.update.manifest import Refused
+
     staged = binary.with_name(f".{binary.name}.{os.urandom(6).hex()}.new")
     digest = hashlib.sha256()
     fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o700)
@@ -133,6 +138,8 @@ def clear_marker(binary: Path) -> None:
 
 def put_back(binary: Path) -> None:
     """The previous binary back in place (the failed new one is gone); ``Refused`` when there is none."""
+    from automaton_min.update.manifest import Refused
+
     previous = previous_of(binary)
     if not previous.exists():
         raise Refused(f"there is no previous binary ({previous}) to go back to")

@@ -16,6 +16,7 @@ from automaton_min.log import get_logger
 from automaton_min.store import modifications
 from automaton_min.store.kv import get_value, json_list, json_object, set_json
 from automaton_min.update import swap
+from automaton_min.update.settle import REJECTED_KEY
 from automaton_min.update.manifest import (MAX_BINARY_BYTES, Artifact, NothingNew, Refused, Release,
                                            check_release, verify_release)
 
@@ -27,7 +28,6 @@ log = get_logger(__name__)
 
 STATUS_KEY = "update_status"  # the last check: {checked_at, running, latest?, state, detail}
 SEEN_KEY = "update_manifest_seen"  # issued_at (ms) of the newest verified manifest: older ones are replays
-REJECTED_KEY = "update_rejected"  # versions rolled back here, never applied again
 PROBE_TIMEOUT_S = 60.0
 DOWNLOAD_TIMEOUT_S = 900.0
 
