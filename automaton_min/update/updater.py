@@ -8,13 +8,13 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from automaton_min.clock import Clock, to_iso
 from automaton_min.log import get_logger
 from automaton_min.store import modifications
-from automaton_min.store.kv import get_value, json_list, json_object, set_json
+from automaton_min.store.kv import get_value, json_list, set_json
 from automaton_min.update import swap
 from automaton_min.update.settle import REJECTED_KEY
 from automaton_min.update.manifest import (MAX_BINARY_BYTES, Artifact, NothingNew, Refused, Release,
@@ -42,16 +42,14 @@ class Outcome:
 class Updater:
     """Updates for ``build`` (its baked key and binary), recorded in ``db``."""
 
-    def __init__(self, db: "Database", build: "Build", manifest_url: str, *, now: Clock,
-                 fetch: Callable[[str], bytes] | None = None) -> None:
+    def __init__(self, db: "Database", build: "Build", manifest_url: str, *, now: Clock) -> None:
         self.db, self.build, self.url, self.now = db, build, manifest_url, now
-        self.fetch = fetch or _fetch_manifest
 
     def check(self) -> tuple[Release, Artifact]:
         """The newer release for this build, or ``Refused`` / ``NothingNew`` / a network error."""
         if self.build.public_key is None:
             raise Refused("this build has no release key baked in: it cannot verify releases")
-        release = verify_release(self.fetch(_one_reading(self.url, "the manifest URL")), self.build.public_key)
+        release = verify_release(_fetch_manifest(_one_reading(self.url, "the manifest URL")), self.build.public_key)
         seen = get_value(self.db, SEEN_KEY)
         artifact = check_release(release, arch=self.build.arch, running=self.build.version, now_ms=self.now(),
                                  last_issued_ms=int(seen) if seen else None,
@@ -134,10 +132,6 @@ class Updater:
                                        "state": outcome.state, "latest": outcome.version,
                                        "detail": outcome.detail}, self.now())
         return outcome
-
-
-def last_status(db: "Database") -> dict:
-    return json_object(get_value(db, STATUS_KEY))
 
 
 def _fetch_manifest(url: str) -> bytes:
