@@ -594,7 +594,8 @@ def test_system_synopsis_summarizes_without_secrets(make_ctx, api, conway, loop)
     result = ok(make_ctx(conway=conway), "system_synopsis")
     for expected in ("Name: ada", f"Address: {FRIEND}", f"Creator: {CREATOR}", "State: setup", "Survival tier: high",
                      "Credits: $12.34 (1234 cents)", "Flags: low-compute mode", "Turns: 0 (last at never)", "Model: gpt-5.2",
-                     "Sandbox: local mode", "Conway API: configured", "Last heartbeat ping: never"):
+                     "Sandbox: local mode", "Children: 0 alive / 0 total", "Conway API: configured",
+                     "Last heartbeat ping: never"):
         assert expected in result, (expected, result)
     assert api.api_key not in result
     unknown = ok(make_ctx(credits_cents=lambda: None), "system_synopsis")

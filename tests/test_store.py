@@ -88,7 +88,7 @@ OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
                           "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots",
-                          "soul_history")
+                          "soul_history", "child_lifecycle_events")
 # Reference tables the runtime uses: rows kept, timestamps rewritten into the one format at the same instants.
 RUNTIME_TABLES = ("heartbeat_schedule", "heartbeat_history", "wake_events")
 # The reference's memory tables (migration 107): rows kept, timestamps in the one format; an older database gains

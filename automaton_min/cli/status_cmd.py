@@ -180,6 +180,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
+        ("children", f"{info['children']['alive']} alive / {info['children']['total']} total"
+         if info["children"]["total"] else None),
         ("soul", _soul(info["soul"])),
         ("updates", _update(info)),
         ("home", info["home"]),

@@ -18,6 +18,7 @@ from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.social.distress import DISTRESS_KEY
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
+from automaton_min.store.children import counts as children_counts
 from automaton_min.store.modifications import latest_change
 from automaton_min.store.sqlite import table_exists
 from automaton_min.store.kv import USDC_KEY, get_value, json_list, json_object
@@ -115,6 +116,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         update = json_object(get_value(db, "update_status"))  # update.updater.STATUS_KEY: the last check
         changed = latest_change(db, "update")
         soul = _soul(db)
+        alive, total = children_counts(db)
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
@@ -148,6 +150,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "parts": parts,
         "model": config["inferenceModel"],
         "version": __version__,
+        "children": {"alive": alive, "total": total},
         "soul": soul,
         "update": update or None,
         "lastUpdateChange": changed,

@@ -13,7 +13,7 @@ import apsw
 from automaton_min.clock import SQL_NOW, Clock, to_iso
 from automaton_min.errors import DatabaseError
 from automaton_min.log import get_logger
-from automaton_min.store import (modifications, schema_core, schema_inference, schema_memory, schema_payments,
+from automaton_min.store import (children, modifications, schema_core, schema_inference, schema_memory, schema_payments,
                                  schema_policy, schema_runtime, schema_social)
 from automaton_min.store.sqlite import Database, columns_of, table_exists
 
@@ -101,4 +101,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(112, "creator_commands", schema_social.create_creator_commands),
     Migration(113, "soul_history", schema_core.create_soul_history),
     Migration(114, "modifications", modifications.create_modifications),
+    Migration(115, "children", children.create_children),
 )

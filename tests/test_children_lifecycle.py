@@ -1,0 +1,92 @@
+"""The children's lifecycle on a real state.db: the one table of steps, each recorded with the row it changes
+(README: Children)."""
+
+from __future__ import annotations
+
+import pytest
+
+from automaton_min.children.lifecycle import NEXT, BadTransition, events, request, transition
+from automaton_min.store.children import STATES, counts, get_child, list_children
+
+HEALTHY_PATH = ("sandbox_created", "runtime_ready", "wallet_verified", "funded", "starting", "healthy")
+
+
+def test_a_child_walks_the_healthy_path_and_every_step_is_recorded(db, clock):
+    child = request(db, "child-1", "kid", "Sell haiku.", "Be kind.", clock())
+    assert (child.status, child.funded_amount_cents) == ("requested", 0)
+    for state in HEALTHY_PATH:
+        clock.advance(1000)
+        extra = {"sandbox_id": "sbx-kid-child-1"} if state == "sandbox_created" else {}
+        extra |= {"address": "0x" + "ab" * 20} if state == "wallet_verified" else {}
+        assert transition(db, "child-1", state, f"reached {state}", clock(), **extra) is True
+    child = get_child(db, "child-1")
+    assert (child.status, child.sandbox_id, child.address) == ("healthy", "sbx-kid-child-1", "0x" + "ab" * 20)
+    assert [to for _, to, _ in events(db, "child-1")] == ["requested", *HEALTHY_PATH]
+    assert events(db, "child-1")[1] == ("requested", "sandbox_created", "reached sandbox_created")
+
+
+def test_a_repeated_step_is_no_step_and_a_second_request_changes_nothing(db, clock):
+    request(db, "child-1", "kid", "Sell haiku.", None, clock())
+    assert transition(db, "child-1", "sandbox_created", "created", clock(), sandbox_id="sbx-1") is True
+    assert transition(db, "child-1", "sandbox_created", "created again", clock(), sandbox_id="sbx-2") is False
+    again = request(db, "child-1", "other name", "Other purpose.", None, clock())  # a restarted parent resumes
+    assert (again.name, again.status, again.sandbox_id) == ("kid", "sandbox_created", "sbx-1")
+    assert len(events(db, "child-1")) == 2 and len(list_children(db)) == 1
+
+
+@pytest.mark.parametrize("start, bad", [("requested", "funded"), ("requested", "healthy"),
+                                        ("failed", "starting"), ("cleaned_up", "requested")])
+def test_a_step_the_table_does_not_allow_is_refused_and_changes_nothing(db, clock, start, bad):
+    request(db, "c", "kid", "Purpose.", None, clock())
+    path = {"failed": ["failed"], "cleaned_up": ["failed", "cleaned_up"]}.get(start, [])
+    for state in path:
+        transition(db, "c", state, "to " + state, clock())
+    before = events(db, "c")
+    with pytest.raises(BadTransition, match=f"cannot go from {start} to {bad}"):
+        transition(db, "c", bad, "no", clock())
+    assert get_child(db, "c").status == start and events(db, "c") == before
+
+
+def test_the_table_knows_every_state_and_cleaned_up_ends_it(db, clock):
+    assert set(NEXT) == set(STATES) and len(STATES) == 11 and NEXT["cleaned_up"] == ()
+    assert all(target in STATES for targets in NEXT.values() for target in targets)
+    with pytest.raises(Exception):  # the database refuses a state the lifecycle does not know
+        db.execute("INSERT INTO child_lifecycle_events (id, child_id, to_state) VALUES ('e', 'c', 'zombie')")
+    with pytest.raises(ValueError, match="not a child column"):
+        request(db, "c", "kid", "Purpose.", None, clock())
+        transition(db, "c", "sandbox_created", "x", clock(), status="healthy")
+
+
+def test_status_and_the_synopsis_count_children_alive_and_in_all(cli, set_up, clock):
+    import json
+
+    from automaton_min.store.db import open_database
+
+    with open_database(set_up.default_db_path) as db:
+        for n in range(3):
+            request(db, f"c{n}", f"kid{n}", "Purpose.", None, clock())
+        transition(db, "c2", "failed", "its sandbox never came up", clock())
+        assert counts(db) == (2, 3)
+    shown = json.loads(cli("status", "--json").stdout)
+    assert shown["children"] == {"alive": 2, "total": 3}
+    assert "children       2 alive / 3 total" in cli("status").stdout
+
+
+def test_a_reference_children_table_gains_the_later_columns_and_keeps_its_rows(tmp_path, clock):
+    from automaton_min.store.db import open_database
+    from automaton_min.store.migrations import MIGRATIONS, migrate
+    from automaton_min.store.sqlite import columns_of
+
+    db = open_database(tmp_path / "state.db", migrations=[m for m in MIGRATIONS if m.version < 115], now=clock)
+    db.execute("CREATE TABLE children (id TEXT PRIMARY KEY, name TEXT NOT NULL, address TEXT NOT NULL, sandbox_id "
+               "TEXT NOT NULL, genesis_prompt TEXT NOT NULL, creator_message TEXT, funded_amount_cents INTEGER "
+               "DEFAULT 0, status TEXT NOT NULL DEFAULT 'spawning', created_at TEXT NOT NULL DEFAULT "
+               "(datetime('now')), last_checked TEXT)")  # the reference's first form
+    db.execute("INSERT INTO children (id, name, address, sandbox_id, genesis_prompt) VALUES "
+               "('old', 'elder', '0x" + "cd" * 20 + "', 'sbx-old', 'Purpose.')")
+    assert migrate(db, MIGRATIONS, clock) == ["children"]
+    assert {"role", "chain_type"} <= set(columns_of(db, "children"))
+    assert [(c.name, c.status) for c in list_children(db)] == [("elder", "spawning")] and counts(db) == (1, 1)
+    young = request(db, "new", "young", "Purpose.", None, clock())  # its NOT NULL columns take '' until known
+    assert (young.address, young.sandbox_id, counts(db)) == (None, None, (2, 2))
+    db.close()
