@@ -90,3 +90,40 @@ def test_a_reference_children_table_gains_the_later_columns_and_keeps_its_rows(t
     young = request(db, "new", "young", "Purpose.", None, clock())  # its NOT NULL columns take '' until known
     assert (young.address, young.sandbox_id, counts(db)) == (None, None, (2, 2))
     db.close()
+
+
+@pytest.fixture
+def api():
+    from standins.conway_api import ConwayApi
+
+    with ConwayApi(balance_cents=100_000) as stand_in:
+        yield stand_in
+
+
+def test_a_child_is_a_known_payee_only_while_its_verified_wallet_may_be_funded(db, clock, api):
+    from automaton_min.config import config_from
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.treasury.money_out import TransferRefused, transfer_to_child
+    from automaton_min.treasury.payees import known_payees
+    from automaton_min.treasury.spend import SpendTracker
+    from test_transfers import POLICY
+
+    wallet = "0x" + "ef" * 20
+    request(db, "c", "kid", "Purpose.", None, clock())
+    for state in ("sandbox_created", "runtime_ready"):
+        transition(db, "c", state, state, clock())
+
+    def fund() -> int:
+        payees = known_payees(db, config_from({}))
+        return transfer_to_child(db, ConwayClient(api.url, api.api_key, now=clock), POLICY, child=wallet,
+                                 amount_cents=100, note="for its first hour", transfers_this_turn=0, payees=payees,
+                                 spend=SpendTracker(db, clock)).amount_cents
+
+    with pytest.raises(TransferRefused):  # not verified yet: no payee, nothing sent
+        fund()
+    transition(db, "c", "wallet_verified", "its address read back from its sandbox", clock(), address=wallet)
+    assert known_payees(db, config_from({})).why_known(wallet.upper().replace("0X", "0x")) == "a child"
+    assert fund() == 100
+    for state in ("starting", "healthy", "stopped"):
+        transition(db, "c", state, state, clock())
+    assert known_payees(db, config_from({})).why_known(wallet) is None  # stopped: not funded any more

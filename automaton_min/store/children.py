@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 STATES = ("requested", "sandbox_created", "runtime_ready", "wallet_verified", "funded", "starting", "healthy",
           "unhealthy", "stopped", "failed", "cleaned_up")
 GONE = ("failed", "cleaned_up")  # not alive: what `status` and system_synopsis leave out of "alive"
+# A child whose wallet the parent verified and that is not stopped or gone: it may be funded (a known payee).
+FUNDABLE = ("wallet_verified", "funded", "starting", "healthy", "unhealthy")
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS children (
@@ -81,6 +83,17 @@ def list_children(db: "Database") -> list[Child]:
 def get_child(db: "Database", child_id: str) -> Child | None:
     row = db.query_one(f"SELECT {_COLUMNS} FROM children WHERE id = ?", (child_id,))
     return _child(row) if row else None
+
+
+def fundable_addresses(db: "Database") -> frozenset[str]:
+    """The verified wallet addresses (lowercase) of the children that may be funded."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "children"):
+        return frozenset()
+    rows = db.query(f"SELECT address FROM children WHERE address != '' AND status IN "
+                    f"({', '.join('?' * len(FUNDABLE))})", FUNDABLE)
+    return frozenset(row[0].lower() for row in rows if row[0])
 
 
 def counts(db: "Database") -> tuple[int, int]:

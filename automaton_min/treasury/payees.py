@@ -1,7 +1,7 @@
 """Known payees (README: Payments): the addresses credits may go to without the creator's approval.
 
 This module keeps the list (the creator, ``treasuryPolicy.knownPayees``, the ``known_payees`` table the creator's
-``payee add`` fills; later the verified children); the rule that reads it is ``money_out.payee_refusal``.
+``payee add`` fills, the children whose wallet was verified); the rule that reads it is ``money_out.payee_refusal``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from automaton_min.clock import to_iso
+from automaton_min.store.children import fundable_addresses
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -51,10 +52,13 @@ def known_payees(db: "Database | None", config: Any) -> KnownPayees:
     policy = (config.get("treasuryPolicy") if config is not None else None) or {}
     configured = policy.get("knownPayees") if isinstance(policy, Mapping) else None
     added: frozenset[str] = frozenset()
+    children: frozenset[str] = frozenset()
     if db is not None and db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'known_payees'"):
         added = frozenset(row[0] for row in db.query("SELECT address FROM known_payees"))
+    if db is not None:
+        children = fundable_addresses(db)  # verified wallets of children that are not stopped or gone
     return KnownPayees(creator.lower() if isinstance(creator, str) and creator else None,
-                       frozenset(a.lower() for a in configured or () if isinstance(a, str)), added)
+                       frozenset(a.lower() for a in configured or () if isinstance(a, str)), added, children)
 
 
 def apply_command(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:
