@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -501,3 +502,22 @@ def test_repeated_failures_open_the_breaker_and_later_calls_send_nothing(api: Co
         client.credits_balance()
     assert len(api.requests) == sent and breaker.state == "open"
     assert caught.value.status is None and caught.value.outage and "circuit breaker open" in str(caught.value)
+
+
+def test_the_stand_ins_directory_sandboxes_run_commands_for_real(tmp_path) -> None:
+    """The children's tests rest on this: a sandbox the API creates is a directory, its commands really run there."""
+    with ConwayApi(root=tmp_path / "sandboxes") as real:
+        client = ConwayClient(real.url, real.api_key)
+        sandbox = client.create_sandbox("automaton-child-c1")
+        home = real.directory(sandbox.id)
+        assert home == tmp_path / "sandboxes" / sandbox.id and sandbox.status == "running"
+        client.write_file("/root/.automaton/genesis.json", '{"name": "kid"}', sandbox_id=sandbox.id)
+        assert (home / "root/.automaton/genesis.json").read_text() == '{"name": "kid"}'
+        ran = client.exec("cat .automaton/genesis.json; echo; echo $HOME; pwd; uname -m; echo made > out; exit 3", 10,
+                          sandbox_id=sandbox.id)
+        assert ran.exit_code == 3 and ran.stdout.splitlines() == [
+            '{"name": "kid"}', str(home / "root"), str(home / "root"), os.uname().machine]
+        assert client.read_file("/root/out", sandbox_id=sandbox.id) == "made\n"
+        slow = client.exec("sleep 5", 0.2, sandbox_id=sandbox.id)
+        assert slow.exit_code == 124
+        assert client.exec("echo x", 5, sandbox_id="sb-1").stdout == "ran: cd /root && echo x\n"  # scripted one

@@ -13,14 +13,21 @@ transfers by Idempotency-Key), and can be scripted:
   ``api.read_as = "json"``, ``api.sandboxes_as = "object"``, ``api.models_key = "models"``,
   ``api.transfer_fields = ("id", "new_balance_cents")``.
 * ``api.exec_reply = {...}`` or ``api.exec_handler = lambda command, timeout_ms: {...}``.
+* ``ConwayApi(root=path)``: a sandbox created through the API is a real directory ``root/<id>`` on this machine:
+  a file uploaded or read at ``/x/y`` is ``root/<id>/x/y``, and exec commands run for real (``bash -c``, the
+  command's own timeout) in ``root/<id>/root``, which is also their HOME (the client's ``cd /root && `` prefix is
+  read so). A directory, not a chroot: an absolute path in a command is this machine's.
 
 Use: ``with ConwayApi() as api: client = ConwayClient(api.url, api.api_key)``.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs
 
@@ -69,6 +76,7 @@ class ConwayApi:
     transfers: dict[str, dict[str, Any]] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     server: LoopbackServer | None = None
+    root: Path | None = None  # set: sandboxes created through the API are directories here, their commands real
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -173,7 +181,31 @@ class ConwayApi:
         self.sandboxes[sid] = {"id": sid, "status": "provisioning", "region": body.get("region") or "us-east",
                                "vcpu": body.get("vcpu"), "memory_mb": body.get("memory_mb"), "disk_gb": body.get("disk_gb"),
                                "created_at": "2026-11-22T10:15:30.250Z", "name": body.get("name")}
+        if self.root is not None:
+            (self.root / sid).mkdir(parents=True)
+            self.sandboxes[sid]["status"] = "running"
         return Reply(201, self.sandboxes[sid])
+
+    def directory(self, sid: str) -> Path | None:
+        """A directory-backed sandbox's directory (None for a scripted one)."""
+        path = self.root / sid if self.root is not None else None
+        return path if path is not None and path.is_dir() else None
+
+    def _inside(self, sid: str, path: str) -> Path:
+        return self.directory(sid) / path.lstrip("/")
+
+    def _run(self, sid: str, command: str, timeout_ms: Any) -> dict[str, Any]:
+        home = self.directory(sid) / "root"
+        home.mkdir(exist_ok=True)
+        command = command.removeprefix("cd /root && ")
+        timeout_s = (timeout_ms / 1000) if isinstance(timeout_ms, (int, float)) and timeout_ms > 0 else 60
+        env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+        try:
+            done = subprocess.run(["bash", "-c", command], cwd=home, env=env, capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"stdout": "", "stderr": f"timed out after {timeout_s:g} s", "exit_code": 124}
+        return {"stdout": done.stdout, "stderr": done.stderr, "exit_code": done.returncode}
 
     def _list(self, request: Request) -> Reply:
         items = list(self.sandboxes.values())
@@ -193,7 +225,9 @@ class ConwayApi:
         command, timeout = body.get("command"), body.get("timeout")
         if not isinstance(command, str):
             return Reply(400, {"error": "command required"})
-        if self.exec_handler is not None:
+        if self.directory(sid) is not None:
+            result = self._run(sid, command, timeout)
+        elif self.exec_handler is not None:
             result = self.exec_handler(command, timeout)
         elif self.exec_reply is not None:
             result = dict(self.exec_reply)
@@ -206,6 +240,12 @@ class ConwayApi:
     def _read(self, request: Request) -> Reply:
         sid = self._known(request)
         paths = parse_qs(request.query).get("path")
+        if sid is not None and paths and self.directory(sid) is not None:
+            inside = self._inside(sid, paths[0])
+            if not inside.is_file():
+                return Reply(404, {"error": "file not found"})
+            content = inside.read_text()
+            return Reply(200, content) if self.read_as == "text" else Reply(200, {"content": content})
         if sid is None or not paths or (sid, paths[0]) not in self.files:
             return Reply(404, {"error": "file not found"})
         content = self.files[(sid, paths[0])]
@@ -218,7 +258,12 @@ class ConwayApi:
         body = request.json() or {}
         if not isinstance(body.get("path"), str) or not isinstance(body.get("content"), str):
             return Reply(400, {"error": "path and content required"})
-        self.files[(sid, body["path"])] = body["content"]
+        if self.directory(sid) is not None:
+            inside = self._inside(sid, body["path"])
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            inside.write_text(body["content"])
+        else:
+            self.files[(sid, body["path"])] = body["content"]
         return Reply(200, {"ok": True})
 
     def _expose(self, request: Request) -> Reply:
