@@ -88,6 +88,7 @@ class SandboxInfo:
     disk_gb: int
     terminal_url: str | None
     created_at: str
+    name: str | None = None  # as given at creation (a child's sandbox carries the child's id in it)
 
 
 @dataclass(frozen=True)
@@ -465,6 +466,7 @@ def _sandbox_info(data: dict[str, Any], default_status: str, defaults: tuple[int
         disk_gb=_int(data.get("disk_gb")) or disk_gb,
         terminal_url=str(terminal) if terminal else None,
         created_at=str(data.get("created_at") or ""),
+        name=str(data["name"]) if data.get("name") else None,
     )
 
 
