@@ -91,3 +91,65 @@ def test_a_parent_killed_after_creating_the_sandbox_finds_it_again(home, db, clo
     assert creates(api) == 1, "a second sandbox was created"
     assert api.sandboxes[child.sandbox_id]["name"] == "automaton-child-01killed"
     assert [to for _, to, _ in events(db, "01KILLED")] == ["requested", "sandbox_created"]
+
+
+# ------------------------------------------------------------------ the runtime: the signed release, for its machine
+
+ARCH = f"linux-{os.uname().machine}"
+
+
+@pytest.fixture
+def releases():
+    from standins.releases import ReleaseServer
+
+    with ReleaseServer() as server:
+        yield server
+
+
+def sandboxed(db, clock, api, child_id="01RUNTIME"):
+    client = ConwayClient(api.url, api.api_key, now=clock)
+    child = ensure_sandbox(db, client, request(db, child_id, "kid", "Sell haiku.", None, clock()), memory_mb=1024,
+                           now_ms=clock())
+    return client, child
+
+
+def test_the_child_gets_the_signed_release_for_its_machine_checked_in_its_sandbox(db, clock, api, releases):
+    from automaton_min.children.spawn import ensure_runtime
+    from automaton_min.update.baked import Build
+    from standins.releases import OTHER_SEED, TEST_PUBLIC_KEY, manifest, script_binary
+
+    binary = script_binary("0.3.0")
+    releases.publish(manifest("0.3.0", {ARCH: binary, "linux-riscv64": b"other"}, clock()),
+                     {ARCH: binary, "linux-riscv64": b"other"})
+    client, child = sandboxed(db, clock, api)
+    parent = Build(None, TEST_PUBLIC_KEY, "0.1.0", "", "linux-aarch64")  # a Pi parent: the child is another machine
+    child = ensure_runtime(db, client, child, parent, releases.manifest_url, now_ms=clock())
+    installed = api.directory(child.sandbox_id) / "root" / "automaton-min"
+    assert child.status == "runtime_ready" and installed.read_bytes() == binary and os.access(installed, os.X_OK)
+    assert events(db, child.id)[-1][2] == f"automaton-min 0.3.0 ({ARCH}) installed and checked in the sandbox"
+    assert ensure_runtime(db, client, child, parent, releases.manifest_url, now_ms=clock()) == child  # done: no step
+
+    other = sandboxed(db, clock, api, "01BADSIG")[1]  # a manifest another key signed: nothing runs in the sandbox
+    releases.publish(manifest("0.3.0", {ARCH: binary}, clock()), {ARCH: binary}, seed=OTHER_SEED)
+    execs = len(api.requests_to(f"/v1/sandboxes/{other.sandbox_id}/exec"))
+    with pytest.raises(Exception, match="signature"):
+        ensure_runtime(db, client, other, parent, releases.manifest_url, now_ms=clock())
+    assert len(api.requests_to(f"/v1/sandboxes/{other.sandbox_id}/exec")) == execs
+
+
+def test_a_binary_that_does_not_match_its_hash_is_never_run_in_the_sandbox(db, clock, api, releases, tmp_path):
+    from automaton_min.children.spawn import ensure_runtime
+    from automaton_min.update.baked import Build
+    from automaton_min.update.manifest import Refused
+    from standins.releases import TEST_PUBLIC_KEY, manifest, script_binary
+
+    ran = tmp_path / "the-download-ran"
+    signed_for = script_binary("0.3.0")
+    releases.publish(manifest("0.3.0", {ARCH: signed_for}, clock()), {ARCH: script_binary("0.3.0", ran=ran)})
+    client, child = sandboxed(db, clock, api)
+    with pytest.raises(Refused, match="could not install automaton-min 0.3.0"):
+        ensure_runtime(db, client, child, Build(None, TEST_PUBLIC_KEY, "0.1.0", "", ARCH), releases.manifest_url,
+                       now_ms=clock())
+    home = api.directory(child.sandbox_id) / "root"
+    assert not ran.exists() and sorted(p.name for p in home.iterdir()) == []  # not run, nothing left
+    assert [to for _, to, _ in events(db, child.id)] == ["requested", "sandbox_created"]

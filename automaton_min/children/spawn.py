@@ -3,17 +3,23 @@ killed run may have done (a sandbox named after the child), so a restarted paren
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
+from urllib.parse import urljoin
 
 from automaton_min.children.lifecycle import transition
 from automaton_min.crashpoint import crash_point
 from automaton_min.store.children import Child, get_child
+from automaton_min.update.manifest import Refused
 
 if TYPE_CHECKING:
     from automaton_min.conway.client import ConwayClient
     from automaton_min.store.sqlite import Database
+    from automaton_min.update.baked import Build
 
 SANDBOX_PREFIX = "automaton-child-"
+CHILD_BINARY = "automaton-min"  # in the sandbox's /root, where its commands start
+INSTALL_TIMEOUT_S = 600
 
 
 def sandbox_name(child_id: str) -> str:
@@ -31,4 +37,35 @@ def ensure_sandbox(db: "Database", client: "ConwayClient", child: Child, *, memo
         found = client.create_sandbox(name, memory_mb=memory_mb)
         crash_point("child.sandbox_created")  # created, not yet recorded: the restart finds it by name
     transition(db, child.id, "sandbox_created", f"sandbox {found.id} ({name})", now_ms, sandbox_id=found.id)
+    return get_child(db, child.id)
+
+
+def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: "Build", manifest_url: str, *,
+                   now_ms: int) -> Child:
+    """Step ``runtime_ready``: the signed release's binary for the sandbox's architecture, downloaded inside the
+    sandbox and checked there (size, sha256) before it runs once (``--version``); the parent's own file is never
+    sent (a Pi parent is aarch64, a Conway sandbox x86_64)."""
+    from automaton_min.update.manifest import artifact_for, verify_release
+    from automaton_min.update.updater import fetch_manifest, one_reading
+
+    if child.status != "sandbox_created":
+        return child
+    if build.public_key is None:
+        raise Refused("this build has no release key baked in: it cannot verify the child's binary")
+    release = verify_release(fetch_manifest(manifest_url), build.public_key)
+    machine = client.exec("uname -m", 30, sandbox_id=child.sandbox_id).stdout.strip()
+    artifact = artifact_for(release, arch=f"linux-{machine}", now_ms=now_ms)
+    url = one_reading(urljoin(manifest_url, artifact.url), "the child's binary URL")
+    staged = f".{CHILD_BINARY}.new"
+    script = (f"set -e; rm -f {staged}; curl -fsS --max-filesize {artifact.size} -o {staged} {shlex.quote(url)}; "
+              f"test \"$(stat -c %s {staged})\" = {artifact.size}; "
+              f"echo '{artifact.sha256}  {staged}' | sha256sum -c --quiet -; chmod 755 {staged}; "
+              f"./{staged} --version; mv -f {staged} {CHILD_BINARY}")
+    ran = client.exec(script, INSTALL_TIMEOUT_S, sandbox_id=child.sandbox_id)
+    if ran.exit_code != 0 or release.version not in ran.stdout.split():
+        client.exec(f"rm -f {staged}", 30, sandbox_id=child.sandbox_id)
+        why = " ".join((ran.stderr or ran.stdout).split())[-200:] or f"exit {ran.exit_code}"
+        raise Refused(f"the child's sandbox could not install automaton-min {release.version}: {why}")
+    transition(db, child.id, "runtime_ready", f"automaton-min {release.version} (linux-{machine}) installed and "
+               "checked in the sandbox", now_ms)
     return get_child(db, child.id)

@@ -115,10 +115,7 @@ def check_release(release: Release, *, arch: str, running: str, now_ms: int, las
     """The artifact to install from a verified ``release``, or ``Refused``: another product, expired, older than a
     manifest already seen (a replay), older than ``running`` (``NothingNew`` when equal), a version rolled back
     here, no build for ``arch``."""
-    if release.product != PRODUCT:
-        raise Refused(f"the release is for {release.product[:40]!r}, not {PRODUCT}")
-    if release.expires_at <= now_ms:
-        raise Refused(f"the release manifest expired at {to_iso(release.expires_at)}")
+    _current(release, now_ms)
     if last_issued_ms is not None and release.issued_at < last_issued_ms:
         raise Refused(f"the manifest was issued at {to_iso(release.issued_at)}, before one already seen "
                       f"({to_iso(last_issued_ms)}): an old manifest replayed (a publisher re-signs to publish it "
@@ -129,6 +126,24 @@ def check_release(release: Release, *, arch: str, running: str, now_ms: int, las
         raise Refused(f"version {release.version} is older than the running {running}")
     if release.version in rejected:
         raise Refused(f"version {release.version} failed here before and was rolled back")
+    return _for_arch(release, arch)
+
+
+def artifact_for(release: Release, *, arch: str, now_ms: int) -> Artifact:
+    """The build a new machine of ``arch`` installs from a verified ``release`` (a child's sandbox), or ``Refused``:
+    another product, expired, no build for ``arch``."""
+    _current(release, now_ms)
+    return _for_arch(release, arch)
+
+
+def _current(release: Release, now_ms: int) -> None:
+    if release.product != PRODUCT:
+        raise Refused(f"the release is for {release.product[:40]!r}, not {PRODUCT}")
+    if release.expires_at <= now_ms:
+        raise Refused(f"the release manifest expired at {to_iso(release.expires_at)}")
+
+
+def _for_arch(release: Release, arch: str) -> Artifact:
     if arch not in release.artifacts:
         offered = ", ".join(sorted(release.artifacts)) or "none"
         raise Refused(f"the release has no build for {arch} (it has {offered})")

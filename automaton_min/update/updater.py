@@ -49,7 +49,7 @@ class Updater:
         """The newer release for this build, or ``Refused`` / ``NothingNew`` / a network error."""
         if self.build.public_key is None:
             raise Refused("this build has no release key baked in: it cannot verify releases")
-        release = verify_release(_fetch_manifest(_one_reading(self.url, "the manifest URL")), self.build.public_key)
+        release = verify_release(fetch_manifest(self.url), self.build.public_key)
         seen = get_value(self.db, SEEN_KEY)
         artifact = check_release(release, arch=self.build.arch, running=self.build.version, now_ms=self.now(),
                                  last_issued_ms=int(seen) if seen else None,
@@ -97,7 +97,7 @@ class Updater:
         if binary is None:
             raise Refused("this is not the one-file binary; update a source or pip install with pip or git")
         swap.remove_stale(binary)
-        url = _one_reading(urljoin(self.url, artifact.url), "the binary's URL")
+        url = one_reading(urljoin(self.url, artifact.url), "the binary's URL")
         staged = swap.stage(binary, artifact, lambda sink: download(
             url, sink, max_bytes=min(artifact.size, MAX_BINARY_BYTES), timeout=DOWNLOAD_TIMEOUT_S))
         try:
@@ -134,10 +134,13 @@ class Updater:
         return outcome
 
 
-def _fetch_manifest(url: str) -> bytes:
+def fetch_manifest(url: str) -> bytes:
+    """The signed manifest's bytes from ``url`` (read once), unverified; a network error, or ``HttpError`` naming
+    the setting for an answer that is not 2xx."""
     from automaton_min.net.http import HttpError, request
     from automaton_min.update.manifest import MAX_ENVELOPE_BYTES
 
+    url = one_reading(url, "the manifest URL")
     answer = request("GET", url, timeout=30.0)
     if not answer.ok:  # the body (an HTML error page, say) is left out: the status says enough
         raise HttpError(f"GET {url} answered {answer.status}; check updateManifestUrl (automaton-min config set "
@@ -145,7 +148,7 @@ def _fetch_manifest(url: str) -> bytes:
     return answer.body[:MAX_ENVELOPE_BYTES + 1]
 
 
-def _one_reading(url: str, what: str) -> str:
+def one_reading(url: str, what: str) -> str:
     """``url`` as the HTTP client will read it (net/url.py), or ``Refused`` when it can be read more than one way."""
     from automaton_min.net.url import UnreadableUrl, read_url
 
