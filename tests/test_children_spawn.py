@@ -153,3 +153,37 @@ def test_a_binary_that_does_not_match_its_hash_is_never_run_in_the_sandbox(db, c
     home = api.directory(child.sandbox_id) / "root"
     assert not ran.exists() and sorted(p.name for p in home.iterdir()) == []  # not run, nothing left
     assert [to for _, to, _ in events(db, child.id)] == ["requested", "sandbox_created"]
+
+
+def test_the_child_makes_its_own_wallet_and_the_parent_reads_its_address_back(db, clock, api, home):
+    import orjson
+
+    from automaton_min.children.genesis import check_genesis
+    from automaton_min.children.lifecycle import transition
+    from automaton_min.children.spawn import ensure_wallet
+    from automaton_min.store.children import get_child
+    from automaton_min.update.manifest import Refused
+
+    client, child = sandboxed(db, clock, api)
+    root = api.directory(child.sandbox_id) / "root"
+    root.mkdir(exist_ok=True)
+    wallet = "0x" + "5a" * 20
+    (root / "automaton-min").write_text(  # a stand-in binary: init makes the home and prints what the real one does
+        '#!/bin/sh\n[ "$1" = init ] || exit 2\nmkdir -p .automaton\ntest -f .automaton/genesis.json || exit 4\n'
+        f'echo \'{{"address": "{wallet}", "home": "\'$HOME/.automaton\'", "isNew": true}}\'\n')
+    (root / "automaton-min").chmod(0o755)
+    transition(db, child.id, "runtime_ready", "installed", clock())
+    text = genesis_json(check_genesis("kid", "Sell haiku.", None), parent_address="0x" + "ab" * 20,
+                        constitution_sha256="0" * 64)
+    child = ensure_wallet(db, client, get_child(db, child.id), text, now_ms=clock())
+    assert (child.status, child.address) == ("wallet_verified", wallet)
+    assert orjson.loads((root / ".automaton" / "genesis.json").read_text())["name"] == "kid"
+
+    bad = sandboxed(db, clock, api, "01NOADDR")[1]
+    (api.directory(bad.sandbox_id) / "root").mkdir(exist_ok=True)
+    (api.directory(bad.sandbox_id) / "root" / "automaton-min").write_text("#!/bin/sh\necho '{\"address\": \"0x0\"}'\n")
+    (api.directory(bad.sandbox_id) / "root" / "automaton-min").chmod(0o755)
+    transition(db, bad.id, "runtime_ready", "installed", clock())
+    with pytest.raises(Refused, match="no valid address"):
+        ensure_wallet(db, client, get_child(db, bad.id), text, now_ms=clock())
+    assert get_child(db, bad.id).status == "runtime_ready"

@@ -3,6 +3,7 @@ killed run may have done (a sandbox named after the child), so a restarted paren
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 SANDBOX_PREFIX = "automaton-child-"
 CHILD_BINARY = "automaton-min"  # in the sandbox's /root, where its commands start
 INSTALL_TIMEOUT_S = 600
+GENESIS_PATH = "/root/.automaton/genesis.json"  # the child's home is the default ~/.automaton of the sandbox's root
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 def sandbox_name(child_id: str) -> str:
@@ -68,4 +71,23 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
         raise Refused(f"the child's sandbox could not install automaton-min {release.version}: {why}")
     transition(db, child.id, "runtime_ready", f"automaton-min {release.version} (linux-{machine}) installed and "
                "checked in the sandbox", now_ms)
+    return get_child(db, child.id)
+
+
+def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_text: str, *, now_ms: int) -> Child:
+    """Step ``wallet_verified``: ``genesis.json`` written into the child's home, the child makes its own wallet
+    (``init``: its key never leaves its sandbox) and the parent reads the address back."""
+    import orjson
+
+    if child.status != "runtime_ready":
+        return child
+    client.write_file(GENESIS_PATH, genesis_text, sandbox_id=child.sandbox_id)
+    ran = client.exec(f"./{CHILD_BINARY} init", 60, sandbox_id=child.sandbox_id)
+    try:
+        address = orjson.loads(ran.stdout)["address"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise Refused(f"the child's init gave no address (exit {ran.exit_code})") from None
+    if not isinstance(address, str) or not _ADDRESS.fullmatch(address) or int(address, 16) == 0:
+        raise Refused(f"the child's init gave no valid address ({str(address)[:50]!r})")
+    transition(db, child.id, "wallet_verified", f"its wallet {address}, made in its sandbox", now_ms, address=address)
     return get_child(db, child.id)
