@@ -127,3 +127,38 @@ def test_a_child_is_a_known_payee_only_while_its_verified_wallet_may_be_funded(d
     for state in ("starting", "healthy", "stopped"):
         transition(db, "c", state, state, clock())
     assert known_payees(db, config_from({})).why_known(wallet) is None  # stopped: not funded any more
+
+
+def test_funding_a_child_goes_through_every_limit_and_is_kept_on_its_row(db, clock, api):
+    from automaton_min.children.funding import fund_child
+    from automaton_min.config import config_from
+    from automaton_min.conway.client import ConwayClient
+    from automaton_min.errors import UserError
+    from automaton_min.treasury.money_out import TransferRefused
+    from test_transfers import POLICY
+
+    client = ConwayClient(api.url, api.api_key, now=clock)
+    config = config_from({})
+
+    def fund(cents: int, child_id: str = "c"):
+        return fund_child(db, client, POLICY, config, child_id=child_id, amount_cents=cents, note="its first hour",
+                          transfers_this_turn=0, now_ms=clock())
+
+    request(db, "c", "kid", "Purpose.", None, clock())
+    with pytest.raises(UserError, match="kid is requested: only a child whose wallet was verified"):
+        fund(100)
+    for state in ("sandbox_created", "runtime_ready"):
+        transition(db, "c", state, state, clock())
+    transition(db, "c", "wallet_verified", "read back", clock(), address="0x" + "ef" * 20)
+    assert fund(150).amount_cents == 150
+    clock.advance(3_600_000)
+    assert fund(50).amount_cents == 50
+    child = get_child(db, "c")
+    assert (child.status, child.funded_amount_cents) == ("funded", 200)
+    assert [to for _, to, _ in events(db, "c")][-1] == "funded"
+    with pytest.raises(TransferRefused):  # over the single-transfer cap: money_out's limit, nothing sent or kept
+        fund(10**6)
+    assert get_child(db, "c").funded_amount_cents == 200
+    assert [t["amount_cents"] for t in api.transfers.values()] == [150, 50]
+    with pytest.raises(UserError, match="no child"):
+        fund(10, "nobody")
