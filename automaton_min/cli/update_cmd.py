@@ -62,26 +62,11 @@ def command(ctx: click.Context, check: bool, rollback: bool, manifest_url: str |
 
 
 def _rollback(db, build, now_ms: int) -> str:
-    """The previous binary back, under the updates' lock; the version it leaves is never applied again."""
-    from automaton_min.store import modifications
-    from automaton_min.store.kv import get_value, json_list, set_json
-    from automaton_min.update import swap
     from automaton_min.update.manifest import Refused
-    from automaton_min.clock import to_iso
-    from automaton_min.update.updater import REJECTED_KEY, STATUS_KEY
+    from automaton_min.update.updater import roll_back_by_hand
 
-    with swap.exclusive(build.binary) as mine:
-        if not mine:
-            raise UserError("an update is under way beside this binary; run update --rollback again when it ends")
-        try:
-            swap.put_back(build.binary)
-        except Refused as exc:
-            raise UserError(str(exc)) from None
-        swap.clear_marker(build.binary)
-    with db.transaction():
-        set_json(db, STATUS_KEY, {"checked_at": to_iso(now_ms), "running": build.version, "state": "rolled back",
-                                  "latest": None, "detail": f"{build.version} put back by hand"}, now_ms)
-        modifications.record(db, "update_rolled_back", f"the previous binary put back by hand (was {build.version}); "
-                             f"{build.version} will not be applied again", now_ms, file_path=str(build.binary))
-        set_json(db, REJECTED_KEY, sorted({*json_list(get_value(db, REJECTED_KEY)), build.version}), now_ms)
+    try:
+        roll_back_by_hand(db, build, now_ms)
+    except Refused as exc:
+        raise UserError(str(exc)) from None
     return f"The previous binary is back in {build.binary}; to run it, {RESTART}."

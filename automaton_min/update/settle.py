@@ -31,12 +31,8 @@ def settle(db: "Database", build: "Build", now_ms: int) -> bool:
     if build.binary is None or (marker := swap.read_marker(build.binary)) is None:
         return False
     if marker.state == "rolled-back":
-        rejected = json_list(get_value(db, REJECTED_KEY))
-        with db.transaction():
-            modifications.record(db, "update_rolled_back", f"version {marker.new} failed before it had run and was "
-                                 f"rolled back to {marker.old}; it will not be applied again", now_ms,
-                                 file_path=str(build.binary))
-            set_json(db, REJECTED_KEY, sorted({*rejected, marker.new}), now_ms)
+        record_rollback(db, build, marker.new, f"version {marker.new} failed before it had run and was rolled back "
+                        f"to {marker.old}; it will not be applied again", now_ms)
         log.error("update rolled back", extra={"failed": marker.new, "running": build.version})
     elif marker.new == build.version:
         log.info("this version is on trial: kept once it has run", extra={"from": marker.old, "to": marker.new})
@@ -48,6 +44,13 @@ def settle(db: "Database", build: "Build", now_ms: int) -> bool:
         log.warning("an update did not take place", extra={"to": marker.new, "running": build.version})
     swap.clear_marker(build.binary)
     return False
+
+
+def record_rollback(db: "Database", build: "Build", version: str, description: str, now_ms: int) -> None:
+    """A rollback's row in ``modifications``, and ``version`` never applied again."""
+    with db.transaction():
+        modifications.record(db, "update_rolled_back", description, now_ms, file_path=str(build.binary))
+        set_json(db, REJECTED_KEY, sorted({*json_list(get_value(db, REJECTED_KEY)), version}), now_ms)
 
 
 def confirm(db: "Database", build: "Build", now_ms: int) -> None:

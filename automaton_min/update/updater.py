@@ -16,7 +16,7 @@ from automaton_min.log import get_logger
 from automaton_min.store import modifications
 from automaton_min.store.kv import get_value, json_list, set_json
 from automaton_min.update import swap
-from automaton_min.update.settle import REJECTED_KEY
+from automaton_min.update.settle import REJECTED_KEY, record_rollback
 from automaton_min.update.manifest import (MAX_BINARY_BYTES, Artifact, NothingNew, Refused, Release,
                                            check_release, verify_release)
 
@@ -128,10 +128,28 @@ class Updater:
             set_json(self.db, SEEN_KEY, release.issued_at, self.now())
 
     def _status(self, outcome: Outcome) -> Outcome:
-        set_json(self.db, STATUS_KEY, {"checked_at": to_iso(self.now()), "running": self.build.version,
-                                       "state": outcome.state, "latest": outcome.version,
-                                       "detail": outcome.detail}, self.now())
+        save_status(self.db, self.build.version, outcome, self.now())
         return outcome
+
+
+def save_status(db: "Database", running: str, outcome: Outcome, now_ms: int) -> None:
+    """KV ``update_status``: what ``status`` shows of the last check or change."""
+    set_json(db, STATUS_KEY, {"checked_at": to_iso(now_ms), "running": running, "state": outcome.state,
+                              "latest": outcome.version, "detail": outcome.detail}, now_ms)
+
+
+def roll_back_by_hand(db: "Database", build: "Build", now_ms: int) -> None:
+    """The previous binary back, under the updates' lock; the version it leaves is never applied again.
+    ``Refused`` when an update is under way or there is no previous binary."""
+    with swap.exclusive(build.binary) as mine:
+        if not mine:
+            raise Refused("an update is under way beside this binary; run update --rollback again when it ends")
+        swap.put_back(build.binary)
+        swap.clear_marker(build.binary)
+    with db.transaction():
+        record_rollback(db, build, build.version, f"the previous binary put back by hand (was {build.version}); "
+                        f"{build.version} will not be applied again", now_ms)
+        save_status(db, build.version, Outcome("rolled back", f"{build.version} put back by hand"), now_ms)
 
 
 def fetch_manifest(url: str) -> bytes:
