@@ -207,7 +207,8 @@ def agent_clock(clock):
 def agent_for(cli, home, model, agent_clock):
     """Build agents with ``build_agent`` for this home, set up once through the real CLI against the module's
     ``model`` server; each call applies config changes first, ``None`` removing a key (``OFFLINE`` first, since
-    the runtime would otherwise read USDC from the public Base node and poll the public relay). Spawners and databases are closed afterwards."""
+    the runtime would otherwise read USDC from the public Base node and poll the public relay); ``release``: the
+    build children get their binary by. Spawners and databases are closed afterwards."""
     import orjson
 
     from automaton_min.config import load_config
@@ -215,14 +216,14 @@ def agent_for(cli, home, model, agent_clock):
 
     built = []
 
-    def make(**config_changes):
+    def make(release=None, **config_changes):
         if not home.config_path.exists():
             result = cli("setup", "--name", "ada", "--genesis-prompt", "Write notes.", "--creator-address", CREATOR,
                          "--openai-base-url", model.url, "--inference-model", "scripted-model", "--yes")
             assert result.code == 0, result.stderr
         merged = {**orjson.loads(home.config_path.read_bytes()), **OFFLINE, **config_changes}
         home.config_path.write_bytes(orjson.dumps({k: v for k, v in merged.items() if v is not None}))
-        agent = build_agent(home, load_config(home, {}), now=agent_clock)
+        agent = build_agent(home, load_config(home, {}), now=agent_clock, release=release)
         built.append(agent)
         return agent
 

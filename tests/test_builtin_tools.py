@@ -42,10 +42,11 @@ REGISTRY = ToolRegistry(builtin_tools())
 INVENTORY_MUTATING = {
     "exec", "write_file", "transfer_credits", "topup_credits", "create_sandbox", "send_message", "update_genesis_prompt",
     "modify_heartbeat", "expose_port", "remove_port", "x402_fetch", "distress_signal", "sleep", "update_soul",
-    "enter_low_compute", "switch_model",
+    "enter_low_compute", "switch_model", "spawn_child", "start_child", "fund_child", "message_child",
+    "prune_dead_children",
 }
 INVENTORY_IDLE_ONLY = {"check_credits", "check_usdc_balance", "system_synopsis", "list_sandboxes", "list_models",
-                       "heartbeat_ping", "check_inference_spending"}
+                       "heartbeat_ping", "check_inference_spending", "list_children", "check_child_status"}
 NAMES = {
     "exec", "read_file", "write_file", "check_credits", "check_usdc_balance", "topup_credits", "transfer_credits",
     "x402_fetch", "sleep", "system_synopsis", "heartbeat_ping", "distress_signal", "enter_low_compute", "send_message",
@@ -55,6 +56,8 @@ NAMES = {
 }
 MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure", "note_about_agent", "forget"}
 MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
+CHILDREN = {"spawn_child", "start_child", "fund_child", "list_children", "check_child_status", "message_child",
+            "verify_child_constitution", "prune_dead_children"}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -138,9 +141,10 @@ def fails(ctx: ToolContext, name: str, args: dict[str, Any] | None = None) -> st
 
 def test_every_builtin_is_registered_with_a_strict_schema() -> None:
     specs = {spec.name: spec for spec in REGISTRY.specs()}
-    assert set(specs) == NAMES | MEMORY_MUTATING | MEMORY_IDLE_ONLY
+    assert set(specs) == NAMES | MEMORY_MUTATING | MEMORY_IDLE_ONLY | CHILDREN
     for spec in specs.values():
-        assert spec.description and spec.category in {"vm", "conway", "financial", "survival", "self_mod", "memory"}, spec.name
+        assert spec.description and spec.category in {"vm", "conway", "financial", "survival", "self_mod", "memory",
+                                                       "replication"}, spec.name
         assert spec.risk in {"safe", "caution", "dangerous"}, spec.name
         assert spec.parameters["type"] == "object" and spec.parameters["additionalProperties"] is False, spec.name
         assert set(spec.parameters.get("required", [])) <= set(spec.parameters["properties"]), spec.name
@@ -153,7 +157,8 @@ def test_flags_match_the_inventory() -> None:
                                                                                      "reflect_on_soul"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}
-    assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt"}
+    assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt", "spawn_child",
+                     "fund_child"}
     assert {spec.name: spec.risk for spec in REGISTRY.specs()}["exec"] == "caution"
     assert set(STATUS_CHECK_TOOLS) <= {spec.name for spec in REGISTRY.specs() if spec.risk == "safe"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from automaton_min.children.lifecycle import NEXT, BadTransition, events, request, transition
-from automaton_min.store.children import STATES, counts, get_child, list_children
+from automaton_min.children.lifecycle import BadTransition, events, request, transition
+from automaton_min.store.children import NEXT, STATES, counts, get_child, list_children
 
 HEALTHY_PATH = ("sandbox_created", "runtime_ready", "wallet_verified", "funded", "starting", "healthy")
 

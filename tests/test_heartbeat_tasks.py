@@ -167,9 +167,9 @@ entries:
     schedule: "0 */6 * * *"
     task: check_for_updates
     enabled: true
-  - name: check_child_health
+  - name: colony_health_check
     schedule: "*/5 * * * *"
-    task: check_child_health
+    task: colony_health_check
     enabled: true
   - name: health_check
     schedule: "61 * * * *"
@@ -195,7 +195,7 @@ def test_heartbeat_yml_is_imported_once_and_bad_entries_are_skipped(db, home, cl
     assert row.cron_expression == "0 3 * * *" and not row.enabled
     assert sched.read_row(db, "health_check").cron_expression == "*/30 * * * *"  # invalid minute: default kept
     assert sched.read_row(db, "check_for_updates").cron_expression == "0 */6 * * *"
-    assert sched.read_row(db, "check_child_health") is None  # not a task here
+    assert sched.read_row(db, "colony_health_check") is None  # not a task here
     assert get_value(db, IMPORTED_KEY) is not None
     sched.set_cron(db, "heartbeat_ping", "*/20 * * * *", clock())
     ensure_schedule(db, home, config, clock())  # a restart: the file is not read again

@@ -1,18 +1,22 @@
 """Funding a child: credits to its verified wallet through the one money-out path, with every treasury limit
-(README: Children); the child's row keeps what it was given."""
+(README: Children). Each funding is named before it is sent (KV ``child_funding.<id>``), so a parent killed while
+the transfer was on its way sends the same request again, under the same Idempotency-Key, and never pays twice."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from automaton_min.children.lifecycle import transition
 from automaton_min.errors import UserError
-from automaton_min.store.children import FUNDABLE, get_child
+from automaton_min.ids import new_ulid
+from automaton_min.store.children import FUNDABLE, Child, get_child
+from automaton_min.store.kv import delete_value, get_value, set_value
 
 if TYPE_CHECKING:
     from automaton_min.conway.client import ConwayClient, TransferResult
     from automaton_min.store.sqlite import Database
     from automaton_min.treasury.spend import SpendTracker
+
+PENDING_PREFIX = "child_funding."
 
 
 def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], config: Any, *, child_id: str,
@@ -20,22 +24,62 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
                spend: "SpendTracker | None" = None) -> "TransferResult":
     """Send ``amount_cents`` to the child's verified wallet (``money_out.transfer_to_child``: limits, half the
     balance, the approval threshold); ``UserError`` for a child that may not be funded, ``TransferRefused`` for a
-    limit. Its first funding moves it to ``funded``."""
+    limit. A funding interrupted earlier is finished first (``finish_interrupted``)."""
+    from automaton_min.conway.client import ConwayError
+    from automaton_min.treasury.money_out import TransferRefused, definitely_refused, transfer_to_child
+    from automaton_min.treasury.payees import known_payees
+
+    child = _fundable(db, child_id)
+    finish_interrupted(db, client, policy, config, child, spend=spend)
+    key = f"fund-{child.id}-{new_ulid(now_ms)}"
+    with db.transaction(durable=True):
+        set_value(db, PENDING_PREFIX + child.id, key, now_ms)
+    try:
+        result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
+                                   transfers_this_turn=transfers_this_turn, payees=known_payees(db, config),
+                                   spend=spend, idempotency_key=key)
+    except ConwayError as exc:
+        if definitely_refused(exc):
+            _forget(db, child.id)
+        raise  # an unknown outcome keeps the name: the next funding or health check sends it again, once
+    except TransferRefused:
+        _forget(db, child.id)
+        raise
+    _forget(db, child.id)
+    return result
+
+
+def finish_interrupted(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], config: Any, child: Child,
+                       *, spend: "SpendTracker | None" = None) -> "TransferResult | None":
+    """The funding a killed parent left on its way, sent again under its own key (Conway answers it once); ``None``
+    when there was none, or when it never got as far as its spend record (nothing was sent)."""
     from automaton_min.treasury.money_out import transfer_to_child
     from automaton_min.treasury.payees import known_payees
 
+    key = get_value(db, PENDING_PREFIX + child.id)
+    if not key:
+        return None
+    row = db.query_one("SELECT amount_cents FROM spend_tracking WHERE id = ?", (key,))
+    if row is None or not child.address:
+        _forget(db, child.id)
+        return None
+    result = transfer_to_child(db, client, policy, child=child.address, amount_cents=int(row[0]), note=None,
+                               transfers_this_turn=0, payees=known_payees(db, config), spend=spend,
+                               idempotency_key=key)
+    _forget(db, child.id)
+    return result
+
+
+def _fundable(db: "Database", child_id: str) -> Child:
     child = get_child(db, child_id)
     if child is None:
         raise UserError(f"no child {child_id}; list_children names them")
     if child.status not in FUNDABLE or not child.address:
         raise UserError(f"child {child.name} is {child.status}: only a child whose wallet was verified and that is "
                         f"not stopped or gone is funded ({', '.join(FUNDABLE)})")
-    result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
-                               transfers_this_turn=transfers_this_turn, payees=known_payees(db, config), spend=spend)
+    return child
+
+
+def _forget(db: "Database", child_id: str) -> None:
     with db.transaction():
-        db.execute("UPDATE children SET funded_amount_cents = funded_amount_cents + ? WHERE id = ?",
-                   (result.amount_cents, child.id))
-        if child.status == "wallet_verified":
-            transition(db, child.id, "funded", f"{result.amount_cents} cents sent (transfer {result.transfer_id})",
-                       now_ms)
-    return result
+        delete_value(db, PENDING_PREFIX + child_id)

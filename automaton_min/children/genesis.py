@@ -50,9 +50,12 @@ def constitution_hash(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def genesis_json(genesis: Genesis, *, parent_address: str, constitution_sha256: str, chain_type: str = "evm") -> str:
-    """``genesis.json`` for the child's home: no key of the parent's, no API key, only who and what it is."""
-    return orjson.dumps({"name": genesis.name, "genesisPrompt": genesis.prompt,
-                         "creatorMessage": genesis.creator_message, "parentAddress": parent_address,
-                         "constitutionHash": constitution_sha256, "chainType": chain_type},
-                        option=orjson.OPT_INDENT_2).decode()
+def genesis_json(genesis: Genesis, *, parent_address: str, constitution_sha256: str, chain_type: str = "evm",
+                 conway_api_url: str | None = None) -> str:
+    """``genesis.json`` for the child's home: no key of the parent's, no API key, only who and what it is (and the
+    Conway API it signs in to, a public URL)."""
+    fields = {"name": genesis.name, "genesisPrompt": genesis.prompt, "creatorMessage": genesis.creator_message,
+              "parentAddress": parent_address, "constitutionHash": constitution_sha256, "chainType": chain_type}
+    if conway_api_url:
+        fields["conwayApiUrl"] = conway_api_url
+    return orjson.dumps(fields, option=orjson.OPT_INDENT_2).decode()

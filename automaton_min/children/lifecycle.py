@@ -1,34 +1,18 @@
-"""A child's lifecycle: the one table of allowed steps, each step recorded in ``child_lifecycle_events`` in the same
-transaction that sets ``children.status``, so a restarted parent resumes from the last step written."""
+"""A child's lifecycle: moving along the one table of allowed steps (``store.children.NEXT``), each step recorded
+in ``child_lifecycle_events`` in the same transaction that sets ``children.status``, so a restarted parent resumes
+from the last step written."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from automaton_min.clock import to_iso
 from automaton_min.errors import RuntimeFailure
-from automaton_min.ids import new_ulid
-from automaton_min.store.children import STATES, Child, get_child
+from automaton_min.store.children import NEXT, Child, get_child, insert_event
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
 
-NEXT: dict[str, tuple[str, ...]] = {
-    "requested": ("sandbox_created", "failed"),
-    "sandbox_created": ("runtime_ready", "failed"),
-    "runtime_ready": ("wallet_verified", "failed"),
-    "wallet_verified": ("funded", "starting", "failed"),
-    "funded": ("starting", "failed"),
-    "starting": ("healthy", "unhealthy", "failed"),
-    "healthy": ("unhealthy", "stopped"),
-    "unhealthy": ("healthy", "starting", "stopped", "failed"),
-    "stopped": ("starting", "failed", "cleaned_up"),
-    "failed": ("cleaned_up",),
-    "cleaned_up": (),
-}
-assert set(NEXT) == set(STATES)
 SETTABLE = frozenset({"address", "sandbox_id", "funded_amount_cents", "last_checked"})
 
 
@@ -47,7 +31,7 @@ def request(db: "Database", child_id: str, name: str, genesis_prompt: str, creat
         db.execute("INSERT INTO children (id, name, address, sandbox_id, genesis_prompt, creator_message, status, "
                    "created_at) VALUES (?, ?, '', '', ?, ?, 'requested', ?)",
                    (child_id, name, genesis_prompt, creator_message, to_iso(now_ms)))
-        _event(db, child_id, None, "requested", "the parent asked for this child", {}, now_ms)
+        insert_event(db, child_id, None, "requested", "the parent asked for this child", {}, now_ms)
     return get_child(db, child_id)
 
 
@@ -68,7 +52,7 @@ def transition(db: "Database", child_id: str, to_state: str, reason: str, now_ms
             raise ValueError(f"not a child column a step sets: {sorted(unknown)}")
         sets = ", ".join(f"{name} = ?" for name in ("status", *columns))
         db.execute(f"UPDATE children SET {sets} WHERE id = ?", (to_state, *columns.values(), child_id))
-        _event(db, child_id, child.status, to_state, reason, metadata or {}, now_ms)
+        insert_event(db, child_id, child.status, to_state, reason, metadata or {}, now_ms)
     return True
 
 
@@ -76,10 +60,3 @@ def events(db: "Database", child_id: str) -> list[tuple[str | None, str, str]]:
     """(from, to, reason) of every step, oldest first."""
     return [tuple(row) for row in db.query("SELECT from_state, to_state, reason FROM child_lifecycle_events "
                                            "WHERE child_id = ? ORDER BY created_at, id", (child_id,))]
-
-
-def _event(db: "Database", child_id: str, from_state: str | None, to_state: str, reason: str,
-           metadata: dict[str, Any], now_ms: int) -> None:
-    db.execute("INSERT INTO child_lifecycle_events (id, child_id, from_state, to_state, reason, metadata, created_at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)", (new_ulid(now_ms), child_id, from_state, to_state, reason,
-                                                orjson.dumps(metadata).decode(), to_iso(now_ms)))

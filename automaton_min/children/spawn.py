@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 SANDBOX_PREFIX = "automaton-child-"
 CHILD_BINARY = "automaton-min"  # in the sandbox's /root, where its commands start
 INSTALL_TIMEOUT_S = 600
-GENESIS_PATH = "/root/.automaton/genesis.json"  # the child's home is the default ~/.automaton of the sandbox's root
+GENESIS_NAME = "genesis.json"
+GENESIS_PATH = f"/root/.automaton/{GENESIS_NAME}"  # the child's home: the default ~/.automaton of the sandbox's root
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
@@ -37,7 +38,7 @@ def ensure_sandbox(db: "Database", client: "ConwayClient", child: Child, *, memo
     name = sandbox_name(child.id)
     found = next((sandbox for sandbox in client.list_sandboxes() if sandbox.name == name), None)
     if found is None:
-        found = client.create_sandbox(name, memory_mb=memory_mb)
+        found = client.create_sandbox(name, memory_mb=memory_mb, idempotency_key=f"child-{child.id}-sandbox")
         crash_point("child.sandbox_created")  # created, not yet recorded: the restart finds it by name
     transition(db, child.id, "sandbox_created", f"sandbox {found.id} ({name})", now_ms, sandbox_id=found.id)
     return get_child(db, child.id)
@@ -64,7 +65,8 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
               f"test \"$(stat -c %s {staged})\" = {artifact.size}; "
               f"echo '{artifact.sha256}  {staged}' | sha256sum -c --quiet -; chmod 755 {staged}; "
               f"./{staged} --version; mv -f {staged} {CHILD_BINARY}")
-    ran = client.exec(script, INSTALL_TIMEOUT_S, sandbox_id=child.sandbox_id)
+    ran = client.exec(script, INSTALL_TIMEOUT_S, sandbox_id=child.sandbox_id,
+                      idempotency_key=f"child-{child.id}-runtime")
     if ran.exit_code != 0 or release.version not in ran.stdout.split():
         client.exec(f"rm -f {staged}", 30, sandbox_id=child.sandbox_id)
         why = " ".join((ran.stderr or ran.stdout).split())[-200:] or f"exit {ran.exit_code}"
@@ -82,7 +84,8 @@ def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_
     if child.status != "runtime_ready":
         return child
     client.write_file(GENESIS_PATH, genesis_text, sandbox_id=child.sandbox_id)
-    ran = client.exec(f"./{CHILD_BINARY} init", 60, sandbox_id=child.sandbox_id)
+    ran = client.exec(f"./{CHILD_BINARY} init", 60, sandbox_id=child.sandbox_id,
+                      idempotency_key=f"child-{child.id}-wallet")
     try:
         address = orjson.loads(ran.stdout)["address"]
     except (orjson.JSONDecodeError, KeyError, TypeError):

@@ -99,8 +99,11 @@ def _run_here(home, config, db, name: str) -> None:
     from automaton_min.heartbeat.update_task import update_task
     from automaton_min.update.baked import this_build
 
+    from automaton_min.heartbeat.children_task import children_tasks
+
     factory = ContextFactory(home, config, wallet=wallet, relay=relay)
-    by_hand = {"check_for_updates": update_task(this_build(), may_apply=False)}  # reports; `update` applies
+    by_hand = {"check_for_updates": update_task(this_build(), may_apply=False),  # reports; `update` applies
+               **children_tasks(this_build())}
     scheduler = Scheduler(home, config, db.path, BUILTIN_TASKS, factory, None, extra_tasks=by_hand)
     ran = scheduler.run_task(db, name)
     if ran.result != "success":

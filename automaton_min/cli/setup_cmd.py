@@ -61,11 +61,16 @@ def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: b
 @click.option("--openai-api-key", help="OpenAI (or compatible server) API key: - reads it from standard input.")
 @click.option("--anthropic-api-key", help="Anthropic API key: - reads it from standard input.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: use the flags, the current config and the defaults.")
+@click.option("--genesis", "genesis_file", type=click.Path(dir_okay=False),
+              help="A parent's genesis.json: its name, purpose and message, with the parent as the creator.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
-def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, **flags: Any) -> None:
+def command(ctx: click.Context, genesis_prompt_file, genesis_file: str | None, yes: bool, as_json: bool,
+            **flags: Any) -> None:
     """Write automaton.json, SOUL.md and constitution.md, creating the wallet if needed."""
     home = home_of(ctx)
+    if genesis_file is not None:
+        _from_genesis(genesis_file, flags)
     for flag in ("conway_api_key", "openai_api_key", "anthropic_api_key"):
         flags[flag] = secret_input(flags[flag], "--" + flag.replace("_", "-"))
     if genesis_prompt_file is not None:
@@ -105,6 +110,22 @@ def command(ctx: click.Context, genesis_prompt_file, yes: bool, as_json: bool, *
                ("wrote", ", ".join(result.written))])
     if ctx.parent is ctx.find_root():  # not the wizard that `run` starts before it goes on
         click.echo(with_home(next_step(load_config(home), result.address), ctx))
+
+
+def _from_genesis(path: str, flags: dict[str, Any]) -> None:
+    """The answers a parent wrote into ``genesis.json`` (README: Children), where no flag gave them."""
+    import orjson
+
+    try:
+        genesis = orjson.loads(open(path, "rb").read())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UserError(f"--genesis {path}: not a readable JSON file ({exc}); give the genesis.json a parent wrote")
+    if not isinstance(genesis, dict):
+        raise UserError(f"--genesis {path}: expected a JSON object")
+    for flag, key in (("name", "name"), ("genesis_prompt", "genesisPrompt"), ("creator_message", "creatorMessage"),
+                      ("creator_address", "parentAddress"), ("conway_api_url", "conwayApiUrl")):
+        if flags.get(flag) is None and isinstance(genesis.get(key), str):
+            flags[flag] = genesis[key]
 
 
 def _opening(home: Home, current: dict[str, Any]) -> str:

@@ -325,15 +325,16 @@ class ConwayClient:
 
         set_value(self.db, BALANCE_KEY, orjson.dumps({"cents": cents, "at": to_iso(now)}).decode(), now)
 
-    def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None) -> TransferResult:
-        """Send credits at most once: ``/v1/credits/transfer``, on a 404 ``/v1/credits/transfers``, one Idempotency-Key,
-        no retries."""
+    def transfer_credits(self, to_address: str, amount_cents: int, note: str | None = None, *,
+                         idempotency_key: str | None = None) -> TransferResult:
+        """Send credits at most once: ``/v1/credits/transfer``, on a 404 ``/v1/credits/transfers``, one Idempotency-Key
+        (``idempotency_key``, or a new one), no retries."""
         if _int(amount_cents) is None or amount_cents <= 0:
             raise ValueError(f"amount_cents must be a positive whole number, got {amount_cents!r}")
         payload: dict[str, Any] = {"to_address": to_address, "amount_cents": int(amount_cents)}
         if note is not None:
             payload["note"] = note
-        key = new_ulid(self.now())
+        key = idempotency_key or new_ulid(self.now())
         response = None
         for path in TRANSFER_PATHS:
             response = self._call("POST", path, json=payload, idempotency_key=key, retry=False)
@@ -363,16 +364,17 @@ class ConwayClient:
 
     # ------------------------------------------------------------------ sandboxes
 
-    def exec(self, command: str, timeout_s: float | None = None, *, sandbox_id: str | None = None) -> ExecResult:
-        """Run ``command`` in the sandbox (in ``/root``) at most once (a fresh Idempotency-Key, no retries); a 403
-        raises ``ExecRefused``, never a local run instead."""
+    def exec(self, command: str, timeout_s: float | None = None, *, sandbox_id: str | None = None,
+             idempotency_key: str | None = None) -> ExecResult:
+        """Run ``command`` in the sandbox (in ``/root``) at most once (``idempotency_key`` or a fresh one, no
+        retries); a 403 raises ``ExecRefused``, never a local run instead."""
         timeout = DEFAULT_EXEC_TIMEOUT_S if timeout_s is None else float(timeout_s)
         if timeout <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         path = self._sandbox_path(sandbox_id, "exec")
         body = {"command": f"cd {REMOTE_WORKDIR} && {command}", "timeout": int(timeout * 1000)}
-        response = self._call("POST", path, json=body, idempotency_key=new_ulid(self.now()), retry=False,
-                              timeout=timeout + EXEC_HTTP_MARGIN_S)
+        response = self._call("POST", path, json=body, idempotency_key=idempotency_key or new_ulid(self.now()),
+                              retry=False, timeout=timeout + EXEC_HTTP_MARGIN_S)
         if response.status == 403:
             raise self._error("POST", path, response, ExecRefused,
                               "; the sandbox refused the command and it was not run")
@@ -415,16 +417,25 @@ class ConwayClient:
         self._request("DELETE", api_path)
 
     def create_sandbox(self, name: str, vcpu: int = 1, memory_mb: int = 512, disk_gb: int = 5,
-                       region: str | None = None) -> SandboxInfo:
+                       region: str | None = None, *, idempotency_key: str | None = None) -> SandboxInfo:
+        """One request, never retried: whether Conway deduplicates creation is not known."""
         path = "/v1/sandboxes"
         body: dict[str, Any] = {"name": name, "vcpu": vcpu, "memory_mb": memory_mb, "disk_gb": disk_gb}
         if region is not None:
             body["region"] = region
-        data = self._object("POST", path, self._request("POST", path, json=body))
+        data = self._object("POST", path, self._request("POST", path, json=body, idempotency_key=idempotency_key,
+                                                        retry=False))
         info = _sandbox_info(data, "running", (vcpu, memory_mb, disk_gb))
         if not info.id:
             raise ConwayError(200, path, f"Conway API POST {path}: the answer has no sandbox id")
         return info
+
+    def delete_sandbox(self, sandbox_id: str) -> None:
+        """Delete a sandbox (``DELETE /v1/sandboxes/{id}``); one already gone (404) counts as deleted."""
+        path = f"/v1/sandboxes/{quote(sandbox_id, safe='')}"
+        response = self._call("DELETE", path, retry=False)
+        if not response.ok and response.status != 404:
+            raise self._error("DELETE", path, response)
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         path = "/v1/sandboxes"

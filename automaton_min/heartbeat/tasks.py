@@ -39,8 +39,11 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("retention", "41 * * * *", "dead", 120_000, 1, 9),
     TaskDefault("soul_reflection", "23 4 * * *", "low_compute", 30_000, 1, 10),
     TaskDefault("check_for_updates", "0 */4 * * *", "dead", 1_200_000, 0, 11),
+    TaskDefault("check_child_health", "*/10 * * * *", "critical", 900_000, 0, 12),
+    TaskDefault("prune_dead_children", "37 3 * * *", "dead", 300_000, 1, 13),
 )
-EXTERNAL_TASKS = ("check_social_inbox", "report_metrics", "check_for_updates")
+EXTERNAL_TASKS = ("check_social_inbox", "report_metrics", "check_for_updates", "check_child_health",
+                  "prune_dead_children")
 
 
 

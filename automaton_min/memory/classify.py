@@ -10,17 +10,18 @@ import re
 
 from automaton_min.store.turns import StoredTurn
 
-STRATEGIC_TOOLS = frozenset({"update_soul", "update_genesis_prompt", "modify_heartbeat", "transfer_credits"})
-COMMUNICATION_TOOLS = frozenset({"send_message", "note_about_agent", "distress_signal"})
+STRATEGIC_TOOLS = frozenset({"update_soul", "update_genesis_prompt", "modify_heartbeat", "transfer_credits",
+                             "spawn_child", "fund_child"})
+COMMUNICATION_TOOLS = frozenset({"send_message", "note_about_agent", "distress_signal", "message_child"})
 PRODUCTIVE_TOOLS = frozenset({
     "exec", "stop_job", "write_file", "read_file", "expose_port", "remove_port", "create_sandbox", "x402_fetch",
-    "topup_credits",
+    "topup_credits", "start_child", "verify_child_constitution", "prune_dead_children",
     "save_procedure", "set_goal", "complete_goal", "remember_fact",
 })
 MAINTENANCE_TOOLS = frozenset({
     "check_credits", "check_usdc_balance", "check_inference_spending", "system_synopsis", "heartbeat_ping",
     "list_sandboxes", "list_models", "switch_model", "view_soul", "sleep", "enter_low_compute",
-    "recall_facts", "recall_procedure", "review_memory", "forget",
+    "recall_facts", "recall_procedure", "review_memory", "forget", "list_children", "check_child_status",
 })
 MESSAGE_SOURCES = frozenset({"inbox"})
 SIGNIFICANT = frozenset({"strategic", "productive", "communication", "error"})

@@ -76,14 +76,24 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
                                        importance=IMPORTANCE[classification], classification=classification)
 
     def record_contacts() -> None:
+        from automaton_min.store.children import get_child, names_by_address
+
         people = RelationshipMemory(db, now)
         if creator and creator.lower() in (a.lower() for a in senders) and people.get(creator) is None:
             people.record(creator, relationship_type="creator", trust=1.0)
+        children = names_by_address(db)
         for address in dict.fromkeys(senders):
+            if address.lower() in children and getattr(people.get(address), "relationship_type", None) != "child":
+                people.record(address, relationship_type="child", name=children[address.lower()])
             people.record_interaction(address, default_type="messaged_us")
         for call in turn.tool_calls:
             if call.name == "send_message" and not call.error and isinstance(call.arguments.get("to_address"), str):
-                people.record_interaction(call.arguments["to_address"], default_type="contacted")
+                to = call.arguments["to_address"]
+                people.record_interaction(to, default_type="child" if to.lower() in children else "contacted")
+            elif call.name == "message_child" and not call.error:
+                child = get_child(db, str(call.arguments.get("child_id")))
+                if child is not None and child.address:
+                    people.record_interaction(child.address, default_type="child")
 
     with db.transaction():  # one commit for the episode and the contacts
         if is_significant(classification):

@@ -43,6 +43,7 @@ from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY
 from automaton_min.store.wake import WakeEventLog, take_pending
 from automaton_min.treasury.payer import Payer, payer_options
+from automaton_min.update.baked import Build, this_build
 
 log = get_logger(__name__)
 
@@ -126,11 +127,13 @@ def start_step(name: str) -> Iterator[None]:
 
 def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS,
                 service: bool = False, schedule_changed: threading.Event | None = None,
-                progress: Callable[[], None] | None = None, launched: Any = None) -> Agent:
+                progress: Callable[[], None] | None = None, launched: Any = None,
+                release: Build | None = None) -> Agent:
     """Everything the loop needs, from the home and its config, in the seed's order, one logged step at a time.
     ``service``: built for ``automaton-min run`` (local commands then get a cgroup of their own where possible);
     ``schedule_changed`` is set when a tool changes the heartbeat's schedule; ``progress`` ticks for the watchdog;
-    ``launched``: the confined spawner, already started (``sandbox_for``)."""
+    ``launched``: the confined spawner, already started (``sandbox_for``); ``release``: the build children get their
+    binary by (default: this one's, ``update.baked.this_build``)."""
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.agent.policy import PolicyEngine, default_rules
     from automaton_min.agent.policy.rules_command import kernel_confines
@@ -189,7 +192,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
                             balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay,
                             disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
-                            if schedule_changed is not None else None)
+                            if schedule_changed is not None else None, release=release or this_build())
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db))
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now,

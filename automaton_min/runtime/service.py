@@ -47,13 +47,16 @@ def heartbeat_for(home: Home, config: Config, agent: "Agent", wake_bus: "WakeBus
     from automaton_min.heartbeat.report_task import report_metrics
     from automaton_min.heartbeat.social_inbox import check_social_inbox, poll_interval_s
     from automaton_min.heartbeat.update_task import update_task
+    from automaton_min.heartbeat.children_task import children_tasks
     from automaton_min.update.baked import this_build
 
     factory = ContextFactory(home, config, wallet=agent.wallet, now=now, relay=agent.relay, metrics=metrics)
     # Tasks whose part is off are left out: each run writes its schedule row, and SD cards wear.
     tasks = {name: task for name, task in BUILTIN_TASKS.items() if name not in parts.off_tasks()}
+    build = this_build()
     extra = {"report_metrics": report_metrics, **({"check_social_inbox": check_social_inbox} if agent.relay else {}),
-             "check_for_updates": update_task(this_build(), may_apply=bool(os.environ.get("NOTIFY_SOCKET")))}
+             "check_for_updates": update_task(build, may_apply=bool(os.environ.get("NOTIFY_SOCKET"))),
+             **children_tasks(build)}
     return Scheduler(home, config, db_path(home, config), tasks, factory, wake_bus, now=now, metrics=metrics,
                      extra_tasks=extra, parts=parts, signal=schedule_changed,
                      intervals={"check_social_inbox": poll_interval_s(config) * 1000} if agent.relay else None)

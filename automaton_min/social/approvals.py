@@ -74,10 +74,18 @@ def hold_quarantined(db: "Database", config: Any, tool: str, arguments: Mapping[
                      message: str, *, now_ms: int) -> str:
     """The refusal text for a quarantined call: a pending approval for a transfer that needs one, else the refusal."""
     amount = arguments.get("amount_cents")
-    if reason_code not in HELD_CODES or tool not in KINDS or not isinstance(amount, int):
+    if reason_code not in HELD_CODES or tool not in (*KINDS, "fund_child") or not isinstance(amount, int):
         return f"{reason_code}: {message}"
     params = {k: arguments[k] for k in ("to_address", "amount_cents", "reason") if k in arguments}
-    return hold(db, config, tool, params, amount, reason=f"{reason_code}: {message}", now_ms=now_ms)
+    if tool == "fund_child":  # held as the transfer to the child's verified wallet it is
+        from automaton_min.store.children import fundable_child
+
+        child = fundable_child(db, arguments.get("child_id"))
+        if child is None:
+            return f"{reason_code}: {message}"
+        params["to_address"] = child.address
+        params["reason"] = f"fund child {child.name}" + (f": {arguments['reason']}" if arguments.get("reason") else "")
+    return hold(db, config, "transfer_credits", params, amount, reason=f"{reason_code}: {message}", now_ms=now_ms)
 
 
 def decide(db: "Database", command: tuple[str, str], *, message_id: str, now_ms: int) -> str:

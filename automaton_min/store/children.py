@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from automaton_min.clock import SQL_NOW
+import orjson
+
+from automaton_min.clock import SQL_NOW, to_iso
+from automaton_min.ids import new_ulid
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
@@ -17,6 +20,22 @@ STATES = ("requested", "sandbox_created", "runtime_ready", "wallet_verified", "f
 GONE = ("failed", "cleaned_up")  # not alive: what `status` and system_synopsis leave out of "alive"
 # A child whose wallet the parent verified and that is not stopped or gone: it may be funded (a known payee).
 FUNDABLE = ("wallet_verified", "funded", "starting", "healthy", "unhealthy")
+# The one table of allowed steps (children/lifecycle.py moves children along it; funding takes wallet_verified to
+# funded here, for every path credits reach a child by).
+NEXT: dict[str, tuple[str, ...]] = {
+    "requested": ("sandbox_created", "failed"),
+    "sandbox_created": ("runtime_ready", "failed"),
+    "runtime_ready": ("wallet_verified", "failed"),
+    "wallet_verified": ("funded", "starting", "failed"),
+    "funded": ("starting", "failed"),
+    "starting": ("healthy", "unhealthy", "failed"),
+    "healthy": ("unhealthy", "stopped"),
+    "unhealthy": ("healthy", "starting", "stopped", "failed"),
+    "stopped": ("starting", "failed", "cleaned_up"),
+    "failed": ("cleaned_up",),
+    "cleaned_up": (),
+}
+assert set(NEXT) == set(STATES)
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS children (
@@ -96,6 +115,17 @@ def fundable_addresses(db: "Database") -> frozenset[str]:
     return frozenset(row[0].lower() for row in rows if row[0])
 
 
+def names_by_address(db: "Database") -> dict[str, str]:
+    """Every child with a verified wallet: lowercase address -> name (whatever its state: a message from it is
+    still from a child)."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "children"):
+        return {}
+    return {row[0].lower(): row[1] for row in db.query("SELECT address, name FROM children WHERE address != ''")
+            if row[0]}
+
+
 def counts(db: "Database") -> tuple[int, int]:
     """(alive, total): alive is every child not failed or cleaned up."""
     from automaton_min.store.sqlite import table_exists
@@ -106,3 +136,33 @@ def counts(db: "Database") -> tuple[int, int]:
     gone = int(db.scalar(f"SELECT COUNT(*) FROM children WHERE status IN ({', '.join('?' * len(GONE))})", GONE,
                          default=0))
     return total - gone, total
+
+
+def fundable_child(db: "Database", child_id: str) -> Child | None:
+    """The child of that id if it may be funded (a verified wallet, not stopped or gone), else ``None``."""
+    child = get_child(db, child_id) if isinstance(child_id, str) else None
+    return child if child is not None and child.status in FUNDABLE and child.address else None
+
+
+def insert_event(db: "Database", child_id: str, from_state: str | None, to_state: str, reason: str,
+                 metadata: dict, now_ms: int) -> None:
+    """One ``child_lifecycle_events`` row (inside the caller's transaction)."""
+    db.execute("INSERT INTO child_lifecycle_events (id, child_id, from_state, to_state, reason, metadata, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?)", (new_ulid(now_ms), child_id, from_state, to_state, reason,
+                                                orjson.dumps(metadata).decode(), to_iso(now_ms)))
+
+
+def record_funding(db: "Database", address: str, cents: int, why: str, now_ms: int) -> None:
+    """Credits reached the child with this wallet (inside the caller's transaction): its ``funded_amount_cents``
+    grows, and a child not funded before moves from ``wallet_verified`` to ``funded``."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "children"):
+        return
+    for child_id, status in db.query("SELECT id, status FROM children WHERE address != '' AND lower(address) = ? "
+                                     f"AND status IN ({', '.join('?' * len(FUNDABLE))})",
+                                     (address.lower(), *FUNDABLE)):
+        db.execute("UPDATE children SET funded_amount_cents = funded_amount_cents + ? WHERE id = ?", (cents, child_id))
+        if status == "wallet_verified" and "funded" in NEXT[status]:
+            db.execute("UPDATE children SET status = 'funded' WHERE id = ?", (child_id,))
+            insert_event(db, child_id, status, "funded", why, {"cents": cents}, now_ms)

@@ -16,6 +16,7 @@ from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.net.url import read_url
+from automaton_min.store.children import record_funding
 from automaton_min.treasury.payees import CONFIG_KEY, KnownPayees
 from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
 
@@ -189,30 +190,42 @@ def _one_transfer_at_a_time(db: "Database") -> Iterator[None]:
 
 def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], *, to_address: str,
                      amount_cents: int, note: str | None, transfers_this_turn: int, payees: KnownPayees,
-                     approval: str | None = None, spend: SpendTracker | None = None) -> "TransferResult":
+                     approval: str | None = None, spend: SpendTracker | None = None,
+                     idempotency_key: str | None = None) -> "TransferResult":
     """Send credits if, and only if, ``transfer_refusal`` finds nothing (``approval``: the creator's approval
     request that stands in for a known payee).
 
     Under ``_one_transfer_at_a_time``: the balance is read live, checked, the spend recorded and the call made, so
     no other transfer sees a balance from before this one. The spend is recorded before the call, so a crash in the
     middle can only over-count; it is removed again only when Conway definitely refused the transfer.
+
+    ``idempotency_key`` names the transfer for good (a child's funding: its id and number): when a spend of that
+    name is already recorded, a crash came between the record and the answer, and the same request is sent again
+    under the same key (Conway answers it once), unchecked, for exactly the recorded amount and payee.
     """
     from automaton_min.conway.client import ConwayError
 
     spend = spend or SpendTracker(db)
     with _one_transfer_at_a_time(db):
+        earlier = _recorded(db, idempotency_key)
+        spend_id = idempotency_key
+        if earlier is not None and earlier != (amount_cents, to_address.lower()):
+            raise ValueError(f"transfer {idempotency_key} was recorded for {earlier[0]} cents to {earlier[1]}")
+        if earlier is None:
+            try:
+                balance: int | None = client.credits_balance()
+            except RuntimeFailure:
+                balance = None
+            refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
+                                       transfers_this_turn=transfers_this_turn, balance_cents=balance,
+                                       approval=approval)
+            if refusal:
+                raise TransferRefused(refusal)
+            with db.transaction(durable=True):
+                spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address,
+                                        spend_id=idempotency_key)
         try:
-            balance: int | None = client.credits_balance()
-        except RuntimeFailure:
-            balance = None
-        refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
-                                   transfers_this_turn=transfers_this_turn, balance_cents=balance, approval=approval)
-        if refusal:
-            raise TransferRefused(refusal)
-        with db.transaction(durable=True):
-            spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address)
-        try:
-            result = client.transfer_credits(to_address, amount_cents, note)
+            result = client.transfer_credits(to_address, amount_cents, note, idempotency_key=idempotency_key)
         except ConwayError as exc:
             if definitely_refused(exc):
                 with db.transaction():
@@ -225,18 +238,27 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
                    " VALUES (?, 'transfer_out', ?, ?, ?, ?)",
                    (new_ulid(now_ms), amount_cents, result.balance_after_cents,
                     f"credits to {to_address} ({result.status}{ident})", to_iso(now_ms)))
+        record_funding(db, to_address, amount_cents, f"{amount_cents} cents sent ({result.status}{ident})", now_ms)
     return result
+
+
+def _recorded(db: "Database", spend_id: str | None) -> tuple[int, str] | None:
+    """(cents, payee) of the spend already recorded under ``spend_id``."""
+    row = db.query_one("SELECT amount_cents, lower(recipient) FROM spend_tracking WHERE id = ?",
+                       (spend_id,)) if spend_id else None
+    return (int(row[0]), str(row[1])) if row else None
 
 
 def transfer_to_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], *, child: str,
                       amount_cents: int, note: str | None, transfers_this_turn: int, payees: KnownPayees,
-                      spend: SpendTracker | None = None) -> "TransferResult":
-    """The entry point for the children issue's ``fund_child``: credits to a payee of kind child (one of
-    ``payees.children``), under every limit of ``transfer_credits``."""
+                      spend: SpendTracker | None = None, idempotency_key: str | None = None) -> "TransferResult":
+    """The entry point of ``fund_child``: credits to a payee of kind child (one of ``payees.children``), under every
+    limit of ``transfer_credits``."""
     if not isinstance(child, str) or child.lower() not in payees.children:
         raise TransferRefused(Refusal(NOT_A_CHILD, to=str(child)[:100]))
     return transfer_credits(db, client, policy, to_address=child, amount_cents=amount_cents, note=note,
-                            transfers_this_turn=transfers_this_turn, payees=payees, spend=spend)
+                            transfers_this_turn=transfers_this_turn, payees=payees, spend=spend,
+                            idempotency_key=idempotency_key)
 
 
 # --------------------------------------------------------------------------- USDC (x402, top-ups) and inference

@@ -13,6 +13,10 @@ transfers by Idempotency-Key), and can be scripted:
   ``api.read_as = "json"``, ``api.sandboxes_as = "object"``, ``api.models_key = "models"``,
   ``api.transfer_fields = ("id", "new_balance_cents")``.
 * ``api.exec_reply = {...}`` or ``api.exec_handler = lambda command, timeout_ms: {...}``.
+* Accounts: ``api_key`` is the first account's (``balance_cents``); a wallet that signs in (SIWE, the same endpoints
+  as ``conway_auth.ConwayAuth``) gets a key of its own, an account in ``accounts`` (key -> {address, balance_cents})
+  with its own balance; a transfer to an account's address moves the credits there (``credited`` by address).
+* ``/v1/chat/completions`` (the inference proxy): ``api.chat_handler(body) -> answer``; by default a ``sleep``.
 * ``ConwayApi(root=path)``: a sandbox created through the API is a real directory ``root/<id>`` on this machine:
   a file uploaded or read at ``/x/y`` is ``root/<id>/x/y``, and exec commands run for real (``bash -c``, the
   command's own timeout) in ``root/<id>/root``, which is also their HOME (the client's ``cd /root && `` prefix is
@@ -77,6 +81,11 @@ class ConwayApi:
     faults: list[Fault] = field(default_factory=list)
     server: LoopbackServer | None = None
     root: Path | None = None  # set: sandboxes created through the API are directories here, their commands real
+    accounts: dict[str, dict[str, Any]] = field(default_factory=dict)  # keys issued by sign-in -> address, balance
+    credited: dict[str, int] = field(default_factory=dict)  # lowercase address -> cents received by transfer
+    chat_handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    auth: Any = None
+    deleted: list[str] = field(default_factory=list)  # ids of the sandboxes deleted through the API
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -89,14 +98,23 @@ class ConwayApi:
             ("POST", r"/v1/credits/transfers"): self._transfer,
             ("POST", r"/v1/sandboxes"): self._create,
             ("GET", r"/v1/sandboxes"): self._list,
+            ("DELETE", sandbox): self._delete,
             ("POST", sandbox + r"/exec"): self._exec,
             ("GET", sandbox + r"/files/read"): self._read,
             ("POST", sandbox + r"/files/upload/json"): self._write,
             ("POST", sandbox + r"/ports/expose"): self._expose,
             ("DELETE", sandbox + r"/ports/(?P<port>[0-9]+)"): self._remove_port,
             ("GET", r"/v1/models"): self._models,
+            ("POST", r"/v1/chat/completions"): self._chat,
         }
-        self.server = LoopbackServer({key: self._guarded(handler) for key, handler in routes.items()})
+        from standins.conway_auth import ConwayAuth
+
+        self.auth = ConwayAuth()
+        open_routes = {("POST", "/v1/auth/nonce"): self.auth._nonce, ("POST", "/v1/auth/verify"): self.auth._verify,
+                       ("POST", "/v1/auth/api-keys"): self._issue_key}
+        self.server = LoopbackServer({**{key: self._guarded(handler) for key, handler in routes.items()},
+                                      **open_routes})
+        self.auth.server = self.server
         self.server.__enter__()
         return self
 
@@ -140,18 +158,42 @@ class ConwayApi:
 
     def _guarded(self, handler: Callable[[Request], Reply]) -> Callable[[Request], Reply]:
         def serve(request: Request) -> Reply:
-            if request.headers.get("Authorization") != self.api_key:
+            key = request.headers.get("Authorization")
+            if key != self.api_key and key not in self.accounts:
                 return Reply(401, {"error": "invalid API key"})
             return self._fault_for(request.path) or handler(request)
         return serve
 
     # ------------------------------------------------------------------ handlers
 
+    def _issue_key(self, request: Request) -> Reply:
+        reply = self.auth._api_key(request)
+        if reply.status == 201:
+            token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            address = self.auth.tokens[token]
+            self.accounts[reply.body["key"]] = {"address": address,
+                                                "balance_cents": self.credited.get(address.lower(), 0)}
+        return reply
+
+    def _account(self, request: Request) -> dict[str, Any] | None:
+        """The signed-in account the request's key belongs to (``None``: the first account's key)."""
+        return self.accounts.get(request.headers.get("Authorization"))
+
     def _balance(self, request: Request) -> Reply:
         body: dict[str, Any] = {"currency": "USD", **self.balance_extra}
-        if self.balance_cents is not None:
-            body[self.balance_field] = self.balance_cents
+        account = self._account(request)
+        cents = account["balance_cents"] if account is not None else self.balance_cents
+        if cents is not None:
+            body[self.balance_field] = cents
         return Reply(200, body)
+
+    def _chat(self, request: Request) -> Reply:
+        from standins.model_servers import openai_answer
+
+        if self.chat_handler is not None:
+            return Reply(200, self.chat_handler(request.json() or {}))
+        return Reply(200, openai_answer("resting", [("call_0", "sleep", '{"duration_seconds": 3600, '
+                                                                         '"reason": "nothing to do"}')]))
 
     def _pricing(self, request: Request) -> Reply:
         return Reply(200, {"tiers": [{"name": "small", "vcpu": 1, "memory_mb": 512, "disk_gb": 5, "monthly_cents": 500}]})
@@ -166,12 +208,22 @@ class ConwayApi:
         amount = body.get("amount_cents")
         if not isinstance(amount, int) or amount <= 0 or not body.get("to_address"):
             return Reply(400, {"error": "to_address and a positive amount_cents are required"})
-        if self.balance_cents is None or amount > self.balance_cents:
+        account = self._account(request)
+        have = account["balance_cents"] if account is not None else self.balance_cents
+        if have is None or amount > have:
             return Reply(402, {"error": "insufficient credits"})
-        self.balance_cents -= amount
+        if account is not None:
+            account["balance_cents"] -= amount
+        else:
+            self.balance_cents -= amount
+        to = str(body["to_address"]).lower()
+        self.credited[to] = self.credited.get(to, 0) + amount
+        for other in self.accounts.values():
+            if other["address"].lower() == to:
+                other["balance_cents"] += amount
         id_field, balance_field = self.transfer_fields
         result = {id_field: "tr_" + secrets.token_hex(6), "status": "completed", "to_address": body["to_address"],
-                  "amount_cents": amount, balance_field: self.balance_cents}
+                  "amount_cents": amount, balance_field: have - amount}
         self.transfers[key] = result
         return Reply(200, result)
 
@@ -210,6 +262,14 @@ class ConwayApi:
     def _list(self, request: Request) -> Reply:
         items = list(self.sandboxes.values())
         return Reply(200, items if self.sandboxes_as == "array" else {"sandboxes": items})
+
+    def _delete(self, request: Request) -> Reply:
+        sid = self._known(request)
+        if sid is None:
+            return Reply(404, {"error": "sandbox not found"})
+        del self.sandboxes[sid]
+        self.deleted.append(sid)
+        return Reply(204)
 
     def _known(self, request: Request) -> str | None:
         sid = request.match["sid"]

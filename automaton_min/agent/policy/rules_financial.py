@@ -72,6 +72,16 @@ def known_balance(env: PolicyEnv) -> int | None:
     return reading.cents if reading is not None else None
 
 
+def recipient(request: PolicyRequest, env: PolicyEnv) -> str | None:
+    """Where a transfer tool sends: ``to_address``, or for ``fund_child`` the verified wallet of the child named."""
+    if request.tool != "fund_child":
+        return request.arguments.get("to_address")
+    from automaton_min.store.children import fundable_child
+
+    child = fundable_child(env.db, request.arguments.get("child_id"))
+    return child.address if child is not None else None
+
+
 def _amount(request: PolicyRequest) -> int | None:
     value = request.arguments.get("amount_cents")
     return value if is_whole_number(value) else None
@@ -95,6 +105,10 @@ def _known_payee(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
         payees = known_payees(env.db, env.config)
     except apsw.Error as exc:
         return deny(DB_UNAVAILABLE, f"the known payees could not be read ({type(exc).__name__}); refused")
+    if request.tool == "fund_child":
+        to = recipient(request, env)
+        return None if to else deny(VALIDATION_FAILED, f"{request.arguments.get('child_id')!r} is not a child whose "
+                                                       "wallet was verified (list_children)")
     refusal = out.payee_refusal(payees, request.arguments.get("to_address"))
     if refusal is None:
         return None
@@ -109,7 +123,7 @@ def _require_confirmation(request: PolicyRequest, env: PolicyEnv) -> Verdict | N
         return None
     try:
         refusal = out.confirmation_refusal(SpendTracker(env.db, env.now), out.treasury_policy(env.config),
-                                           request.arguments.get("to_address"), amount)
+                                           recipient(request, env), amount)
     except apsw.Error as exc:
         return deny(DB_UNAVAILABLE, f"spending could not be read ({type(exc).__name__}); refused")
     return quarantine(out.CONFIRMATION_REQUIRED, refusal.sentence()) if refusal else None

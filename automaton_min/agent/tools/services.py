@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from automaton_min.inference.registry import ModelRegistry
     from automaton_min.store.disk_reserve import DiskReserve
     from automaton_min.treasury.payer import Payer
+    from automaton_min.update.baked import Build
 
 
 @runtime_checkable
@@ -76,6 +77,7 @@ class ToolServices:
     disk: "DiskReserve | None" = None  # local mode: the home's free space, looked at after each command
     heartbeat: HeartbeatControl | None = None
     network: "Network | None" = None  # the chain payments use (default Base)
+    release: "Build | None" = None  # the release this program came from: its children run the same signed release
     loop: LoopControl | None = None  # new every turn
 
     def for_turn(self, loop: LoopControl) -> "ToolServices":
