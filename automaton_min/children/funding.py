@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from automaton_min.crashpoint import crash_point
 from automaton_min.errors import UserError
 from automaton_min.ids import new_ulid
 from automaton_min.store.children import FUNDABLE, Child, get_child
@@ -34,6 +35,7 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
     key = f"fund-{child.id}-{new_ulid(now_ms)}"
     with db.transaction(durable=True):
         set_value(db, PENDING_PREFIX + child.id, key, now_ms)
+    crash_point("child.funding_named")
     try:
         result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
                                    transfers_this_turn=transfers_this_turn, payees=known_payees(db, config),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import to_iso
+from automaton_min.crashpoint import crash_point
 from automaton_min.errors import RuntimeFailure
 from automaton_min.store.children import NEXT, Child, get_child, insert_event
 
@@ -32,6 +33,7 @@ def request(db: "Database", child_id: str, name: str, genesis_prompt: str, creat
                    "created_at) VALUES (?, ?, '', '', ?, ?, 'requested', ?)",
                    (child_id, name, genesis_prompt, creator_message, to_iso(now_ms)))
         insert_event(db, child_id, None, "requested", "the parent asked for this child", {}, now_ms)
+    crash_point("child.requested")
     return get_child(db, child_id)
 
 

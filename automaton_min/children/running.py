@@ -13,6 +13,7 @@ import orjson
 from automaton_min.children.lifecycle import transition
 from automaton_min.children.spawn import CHILD_BINARY, GENESIS_NAME
 from automaton_min.clock import to_iso
+from automaton_min.crashpoint import crash_point
 from automaton_min.store.children import Child, get_child
 from automaton_min.store.kv import delete_value, get_value, set_value
 
@@ -77,6 +78,7 @@ def start_child(db: "Database", client: "ConwayClient", child: Child, *, conway_
     ran = client.exec(launch, 30, sandbox_id=child.sandbox_id, idempotency_key=f"child-{child.id}-start-{attempt}")
     if ran.exit_code != 0 or "started" not in ran.stdout:
         raise Refused(f"the child's agent did not start (exit {ran.exit_code}): {_tail(ran.stderr or ran.stdout)}")
+    crash_point("child.launched")
     transition(db, child.id, "starting", f"its agent started in sandbox {child.sandbox_id} (start {attempt})",
                now_ms, metadata={"attempt": attempt})
     return get_child(db, child.id)
@@ -120,6 +122,7 @@ def tend(db: "Database", client: "ConwayClient", child: Child, *, conway_api_url
          now_ms: int) -> str:
     """One health pass over a watched child: look, record, and restart one that stopped running (after
     ``MAX_RESTARTS`` restarts without a healthy look, it is stopped: dead). One line on what happened."""
+    from automaton_min.conway.client import ConwayError
     from automaton_min.update.manifest import Refused
 
     health = look_at(client, child)
@@ -134,7 +137,7 @@ def tend(db: "Database", client: "ConwayClient", child: Child, *, conway_api_url
         set_value(db, RESTARTS_PREFIX + child.id, str(tried + 1), now_ms)
     try:
         start_child(db, client, child, conway_api_url=conway_api_url, relay_url=relay_url, now_ms=now_ms)
-    except Refused as exc:
+    except (Refused, ConwayError) as exc:
         return f"{child.name}: unhealthy, the restart failed: {exc}"
     return f"{child.name}: restarted ({health.sentence()})"
 

@@ -71,6 +71,7 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
         client.exec(f"rm -f {staged}", 30, sandbox_id=child.sandbox_id)
         why = " ".join((ran.stderr or ran.stdout).split())[-200:] or f"exit {ran.exit_code}"
         raise Refused(f"the child's sandbox could not install automaton-min {release.version}: {why}")
+    crash_point("child.runtime_installed")
     transition(db, child.id, "runtime_ready", f"automaton-min {release.version} (linux-{machine}) installed and "
                "checked in the sandbox", now_ms)
     return get_child(db, child.id)
@@ -92,5 +93,6 @@ def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_
         raise Refused(f"the child's init gave no address (exit {ran.exit_code})") from None
     if not isinstance(address, str) or not _ADDRESS.fullmatch(address) or int(address, 16) == 0:
         raise Refused(f"the child's init gave no valid address ({str(address)[:50]!r})")
+    crash_point("child.wallet_made")
     transition(db, child.id, "wallet_verified", f"its wallet {address}, made in its sandbox", now_ms, address=address)
     return get_child(db, child.id)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from automaton_min.chain.address import is_address
 from automaton_min.clock import to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
+from automaton_min.crashpoint import crash_point
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.net.url import read_url
@@ -231,6 +232,7 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
                 with db.transaction():
                     spend.forget(spend_id)
             raise
+        crash_point("transfer.answered")  # sent and answered, not yet recorded
     now_ms = spend.now()
     ident = f", {result.transfer_id}" if result.transfer_id else ""
     with db.transaction():

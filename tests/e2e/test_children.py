@@ -9,46 +9,25 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from automaton_min import __version__
 from automaton_min.clock import system_now
 from automaton_min.heartbeat.children_task import children_tasks
 from automaton_min.store.children import list_children
 from automaton_min.update.baked import Build
 from standins.conway_api import ConwayApi
 from standins.model_servers import OpenAIServer, openai_answer
-from standins.releases import TEST_PUBLIC_KEY, ReleaseServer, manifest
+from standins.releases import TEST_PUBLIC_KEY, ReleaseServer, child_program, manifest
 from standins.social_relay import SocialRelay
 
 ARCH = f"linux-{os.uname().machine}"
-ROOT = Path(__file__).resolve().parents[2]
-OFFLINE_CHAIN = "http://127.0.0.1:9"
 
 
 def call(tool: str, **arguments) -> tuple[str, str, str]:
     return ("call_0", tool, json.dumps(arguments))
-
-
-def child_program() -> tuple[bytes, str]:
-    """The program the release serves for this machine, and the version it says: the one-file binary under test
-    (``AUTOMATON_BINARY``), else this source tree behind a small script. Either way the sandbox's environment points
-    the chain at nothing, as the test's parent is."""
-    binary = os.environ.get("AUTOMATON_BINARY")
-    target = f'"{Path(binary).resolve()}"' if binary else f'"{sys.executable}" -m automaton_min'
-    script = (f"#!/bin/sh\nexport AUTOMATON_RPC_URL={OFFLINE_CHAIN} PYTHONPATH=\"{ROOT}\"\n"
-              f"exec {target} \"$@\"\n").encode()
-    return script, __version__ if not binary else _version_of(binary)
-
-
-def _version_of(binary: str) -> str:
-    import subprocess
-
-    return subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
 
 
 @pytest.fixture

@@ -53,3 +53,24 @@ class ReleaseServer(LoopbackServer):
         envelope = sign_release(seed, fields)
         self.files = {"release.json": envelope, **{f"bin-{arch}": data for arch, data in binaries.items()}}
         return envelope
+
+
+def child_program(offline_chain: str = "http://127.0.0.1:9") -> tuple[bytes, str]:
+    """What a release serves children on this machine, and the version it says: the one-file binary under test
+    (``AUTOMATON_BINARY``), else this source tree behind a small script. Either way the sandbox's environment points
+    the chain at nothing, as a test's parent is."""
+    import os
+    import subprocess
+    import sys
+
+    from automaton_min import __version__
+
+    binary = os.environ.get("AUTOMATON_BINARY")
+    root = Path(__file__).resolve().parents[2]
+    target = f'"{Path(binary).resolve()}"' if binary else f'"{sys.executable}" -m automaton_min'
+    script = (f"#!/bin/sh\nexport AUTOMATON_RPC_URL={offline_chain} PYTHONPATH=\"{root}\"\n"
+              f'exec {target} "$@"\n').encode()
+    if not binary:
+        return script, __version__
+    said = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout
+    return script, said.split()[-1]

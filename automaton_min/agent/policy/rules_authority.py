@@ -19,7 +19,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "create_sandbox",  # machines
     "update_genesis_prompt", "update_soul", "modify_heartbeat", "switch_model",  # who the agent is and what it runs
     "distress_signal",  # a stranger must not make the agent broadcast for help
-    "spawn_child", "fund_child",  # for the children issue, which adds these tools
+    "spawn_child", "fund_child",  # children: a new agent, credits to it
 })
 
 
