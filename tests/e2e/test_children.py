@@ -202,5 +202,5 @@ def task_context(agent, relay=None):
 def kill_child(cloud, sandbox_id: str) -> None:
     """SIGKILL the child's agent, as a crash would, and wait until its sandbox says it is not running."""
     pid = child_report(cloud, sandbox_id)["pid"]
-    os.killpg(pid, signal.SIGKILL)
+    os.killpg(os.getpgid(pid), signal.SIGKILL)  # its session: the one-file binary's bootloader too
     wait_for(lambda: not child_report(cloud, sandbox_id)["running"], "the child to be gone")
