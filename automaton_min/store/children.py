@@ -126,6 +126,15 @@ def names_by_address(db: "Database") -> dict[str, str]:
             if row[0]}
 
 
+def begun_since(db: "Database", since_iso: str) -> int:
+    """Children whose spawn began at or after ``since_iso`` (whatever became of them)."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "children"):
+        return 0
+    return int(db.scalar("SELECT COUNT(*) FROM children WHERE created_at >= ?", (since_iso,), default=0))
+
+
 def counts(db: "Database") -> tuple[int, int]:
     """(alive, total): alive is every child not failed or cleaned up."""
     from automaton_min.store.sqlite import table_exists

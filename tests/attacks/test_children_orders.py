@@ -77,3 +77,19 @@ def test_a_child_asking_for_money_gets_what_the_limits_allow_and_the_rest_waits_
     [(held, to)] = agent.db.query("SELECT amount_cents, params FROM pending_approvals")
     assert held == 1_500 and CHILD in to.lower()
     assert agent.db.scalar("SELECT funded_amount_cents FROM children WHERE id = ?", (child_id,)) == 800
+
+
+def test_a_fourth_spawn_in_a_day_is_refused_counting_the_children_begun(agent_for, model, conway, relay,
+                                                                        clock) -> None:
+    agent = agent_for(conwayApiUrl=conway.url, conwayApiKey=conway.api_key, socialRelayUrl=relay.url, maxChildren=10)
+    request(agent.db, "old", "old", "Long ago.", None, clock() - 25 * 3_600_000)  # outside the 24 hours
+    model.script(turn(("spawn_child", {"name": "one", "genesis_prompt": "Help."})), finish())
+    agent.loop.run_cycle("work")  # refused for want of a release key: no child begun, nothing counted
+    for n in range(3):
+        request(agent.db, f"kid{n}", f"kid{n}", "Count the stars.", None, clock())
+    model.script(turn(("spawn_child", {"name": "four", "genesis_prompt": "Help."})), finish())
+    agent.loop.run_cycle("work")
+
+    first, second = [error or "" for _, _, _, error in stored_calls(agent.db, "spawn_child")]
+    assert "release key" in first and "RATE_LIMIT" not in first
+    assert "RATE_LIMIT_SPAWN" in second and "3 begun already" in second

@@ -26,6 +26,7 @@ RATE_LIMIT_GENESIS = "RATE_LIMIT_GENESIS"
 RATE_LIMIT_SPAWN = "RATE_LIMIT_SPAWN"
 RATE_LIMIT_TOOL = "RATE_LIMIT_TOOL"
 DANGEROUS_PER_HOUR = 60
+SPAWNS_PER_DAY = 3
 
 
 def allowed_count(env: PolicyEnv, tool: str, window_ms: int) -> int:
@@ -51,12 +52,28 @@ def limit(code: str, most: int, window_ms: int, label: str):
     return check
 
 
+def _spawns_daily(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    """At most 3 children begun in 24 hours, counted from the children themselves: a call refused before its child
+    existed costs nothing, and a replayed call resuming the same child is not a second spawn."""
+    from automaton_min.store.children import begun_since
+
+    try:
+        if env.db is None:
+            raise apsw.CantOpenError("no database")
+        count = begun_since(env.db, to_iso(env.now() - DAY_MS))
+    except apsw.Error as exc:
+        return deny(DB_UNAVAILABLE, f"the spawns cannot be counted ({type(exc).__name__}); refused to be safe")
+    if count >= SPAWNS_PER_DAY:
+        return deny(RATE_LIMIT_SPAWN, f"spawn_child is limited to {SPAWNS_PER_DAY} children per 24 hours; {count} "
+                                      "begun already")
+    return None
+
+
 def rate_rules() -> list[Rule]:
     return [
         Rule("rate.genesis_prompt_daily", PRIORITY, tools("update_genesis_prompt"),
              limit(RATE_LIMIT_GENESIS, 1, DAY_MS, "24 hours"), "the purpose changes at most once a day"),
-        Rule("rate.spawn_daily", PRIORITY, tools("spawn_child"),  # for the children issue
-             limit(RATE_LIMIT_SPAWN, 3, DAY_MS, "24 hours"), "at most 3 children a day"),
+        Rule("rate.spawn_daily", PRIORITY, tools("spawn_child"), _spawns_daily, "at most 3 children a day"),
         Rule("rate.dangerous_hourly", PRIORITY, Applies(risks=frozenset({"dangerous"})),
              limit(RATE_LIMIT_TOOL, DANGEROUS_PER_HOUR, HOUR_MS, "hour"), "dangerous tools at most 60 times an hour"),
     ]

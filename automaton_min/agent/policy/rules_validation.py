@@ -13,16 +13,16 @@ from automaton_min.cron import CronError, parse
 
 PRIORITY = 100
 
-# Which argument of which tool must be an EVM address, and whether it is required (fund_child: the children issue).
+# Which argument of which tool must be an EVM address, and whether it is required (fund_child names a child: its
+# verified wallet is the payee, rules_financial.recipient).
 ADDRESS_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "transfer_credits": (("to_address", True),),
     "send_message": (("to_address", True),),
-    "fund_child": (("to_address", False), ("agent_address", False)),
 }
 # Which argument of which tool is an amount that must be a positive whole number.
 AMOUNT_FIELDS: dict[str, tuple[tuple[str, bool], ...]] = {
     "transfer_credits": (("amount_cents", True),),
-    "fund_child": (("amount_cents", False),),  # for the children issue
+    "fund_child": (("amount_cents", True),),
     "topup_credits": (("amount_usd", True),),
     "x402_fetch": (("max_payment_cents", False),),
 }
