@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -48,3 +51,15 @@ def file_mode(path: Path) -> int:
 def open_to_others(path: Path) -> bool:
     """True when group or others have any access to ``path``."""
     return bool(file_mode(path) & 0o077)
+
+
+@contextmanager
+def held_exclusively(path: str | Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created 0600), waited for: holders in any process or thread take turns
+    (separate opens conflict, even in one process, so a holder must not take it again)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

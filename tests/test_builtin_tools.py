@@ -158,7 +158,7 @@ def test_flags_match_the_inventory() -> None:
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS
     risky = {spec.name for spec in REGISTRY.specs() if spec.risk == "dangerous"}
     assert risky == {"transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt", "spawn_child",
-                     "fund_child"}
+                     "fund_child", "prune_dead_children"}
     assert {spec.name: spec.risk for spec in REGISTRY.specs()}["exec"] == "caution"
     assert set(STATUS_CHECK_TOOLS) <= {spec.name for spec in REGISTRY.specs() if spec.risk == "safe"}
 

@@ -48,6 +48,7 @@ class AgentHooks:
         self.previous_tier: str | None = None
         self.remembered_usdc: int | None = None
         self.inbox_senders: list[str] = []
+        self.inbox_signers: list[str] = []
         self.creator_wrote = False
 
     # -- inbox
@@ -58,6 +59,7 @@ class AgentHooks:
         claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
         read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
         self.inbox_senders = [m.from_address for m in claimed]  # for memory ingestion of the turn that reads them
+        self.inbox_signers = [m.signed_by for m in claimed if m.signed_by]  # the senders a signature proved
         self.creator_wrote = any(authority == "creator" for _, _, authority in read)  # a verified signature
         return read
 
@@ -173,7 +175,8 @@ class AgentHooks:
         for call in turn.tool_calls:
             log_tool_call(call, self.key_guard.scrub if self.key_guard else None)
         creator = self.config.get("creatorAddress") if self.creator_wrote else None
-        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders, creator=creator)
+        ingest_turn(self.db, turn, self.now, source=turn.input_source, sender=self.inbox_senders, creator=creator,
+                    signers=self.inbox_signers)
 
     def prompt_parts(self) -> dict[str, str | None]:
         def read(path: Path) -> str | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from automaton_min.crashpoint import crash_point
 from automaton_min.errors import UserError
+from automaton_min.fileio import held_exclusively
 from automaton_min.ids import new_ulid
 from automaton_min.store.children import FUNDABLE, Child, get_child
 from automaton_min.store.kv import delete_value, get_value, set_value
@@ -25,37 +26,49 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
                spend: "SpendTracker | None" = None) -> "TransferResult":
     """Send ``amount_cents`` to the child's verified wallet (``money_out.transfer_to_child``: limits, half the
     balance, the approval threshold); ``UserError`` for a child that may not be funded, ``TransferRefused`` for a
-    limit. A funding interrupted earlier is finished first (``finish_interrupted``)."""
+    limit. A funding interrupted earlier is finished first (or dropped, when the limits now refuse it)."""
     from automaton_min.conway.client import ConwayError
     from automaton_min.treasury.money_out import TransferRefused, definitely_refused, transfer_to_child
     from automaton_min.treasury.payees import known_payees
 
-    child = _fundable(db, child_id)
-    finish_interrupted(db, client, policy, config, child, spend=spend)
-    key = f"fund-{child.id}-{new_ulid(now_ms)}"
-    with db.transaction(durable=True):
-        set_value(db, PENDING_PREFIX + child.id, key, now_ms)
-    crash_point("child.funding_named")
-    try:
-        result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
-                                   transfers_this_turn=transfers_this_turn, payees=known_payees(db, config),
-                                   spend=spend, idempotency_key=key)
-    except ConwayError as exc:
-        if definitely_refused(exc):
+    with _one_funding_at_a_time(db):
+        child = _fundable(db, child_id)
+        try:
+            _finish(db, client, policy, config, child, spend)
+        except TransferRefused:
+            pass  # that one is dropped; this one is checked on its own
+        key = f"fund-{child.id}-{new_ulid(now_ms)}"
+        with db.transaction(durable=True):
+            set_value(db, PENDING_PREFIX + child.id, key, now_ms)
+        crash_point("child.funding_named")
+        try:
+            result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
+                                       transfers_this_turn=transfers_this_turn, payees=known_payees(db, config),
+                                       spend=spend, idempotency_key=key)
+        except ConwayError as exc:
+            if definitely_refused(exc):
+                _forget(db, child.id)
+            raise  # an unknown outcome keeps the name: the next funding or health check sends it again, once
+        except TransferRefused:
             _forget(db, child.id)
-        raise  # an unknown outcome keeps the name: the next funding or health check sends it again, once
-    except TransferRefused:
+            raise
         _forget(db, child.id)
-        raise
-    _forget(db, child.id)
-    return result
+        return result
 
 
 def finish_interrupted(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], config: Any, child: Child,
                        *, spend: "SpendTracker | None" = None) -> "TransferResult | None":
-    """The funding a killed parent left on its way, sent again under its own key (Conway answers it once); ``None``
-    when there was none, or when it never got as far as its spend record (nothing was sent)."""
-    from automaton_min.treasury.money_out import transfer_to_child
+    """The funding a killed parent (or an unanswered call) left on its way, sent again under its own key (Conway
+    answers it once); ``None`` when there was none, or when it never got as far as its spend record (nothing was
+    sent); ``TransferRefused`` (and it is dropped) when the balance it would leave no longer passes. It waits for
+    a funding in progress, which leaves nothing to finish."""
+    with _one_funding_at_a_time(db):
+        return _finish(db, client, policy, config, child, spend)
+
+
+def _finish(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], config: Any, child: Child,
+            spend: "SpendTracker | None") -> "TransferResult | None":
+    from automaton_min.treasury.money_out import TransferRefused, transfer_to_child
     from automaton_min.treasury.payees import known_payees
 
     key = get_value(db, PENDING_PREFIX + child.id)
@@ -65,11 +78,21 @@ def finish_interrupted(db: "Database", client: "ConwayClient", policy: Mapping[s
     if row is None or not child.address:
         _forget(db, child.id)
         return None
-    result = transfer_to_child(db, client, policy, child=child.address, amount_cents=int(row[0]), note=None,
-                               transfers_this_turn=0, payees=known_payees(db, config), spend=spend,
-                               idempotency_key=key)
+    try:
+        result = transfer_to_child(db, client, policy, child=child.address, amount_cents=int(row[0]), note=None,
+                                   transfers_this_turn=0, payees=known_payees(db, config), spend=spend,
+                                   idempotency_key=key)
+    except TransferRefused:
+        _forget(db, child.id)
+        raise
     _forget(db, child.id)
     return result
+
+
+def _one_funding_at_a_time(db: "Database"):
+    """A lock file beside ``state.db``: a turn's funding and the heartbeat's finishing of an interrupted one never
+    overlap (the heartbeat then finds the name cleared)."""
+    return held_exclusively(f"{db.path}.child-funding.lock")
 
 
 def _fundable(db: "Database", child_id: str) -> Child:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 from automaton_min.children.genesis import Genesis, genesis_json
 from automaton_min.children.lifecycle import request, transition
 from automaton_min.children.spawn import ensure_runtime, ensure_sandbox, ensure_wallet
+from automaton_min.errors import RuntimeFailure
 from automaton_min.store.children import Child, get_child, list_children
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.update.manifest import Refused
@@ -65,8 +66,6 @@ def advance(parent: Parent, child_id: str) -> Child:
 
 def resume_all(parent: Parent) -> list[str]:
     """Every spawn a killed parent left before ``wallet_verified``, carried on; one line each."""
-    from automaton_min.conway.client import ConwayError
-
     lines = []
     for child in list_children(parent.db):
         if child.status not in IN_PROGRESS:
@@ -74,7 +73,7 @@ def resume_all(parent: Parent) -> list[str]:
         try:
             done = advance(parent, child.id)
             lines.append(f"{child.name}: resumed, now {done.status}")
-        except (Refused, ConwayError) as exc:
+        except RuntimeFailure as exc:  # a Conway error, an unreachable or refused release: the others go on
             lines.append(f"{child.name}: {get_child(parent.db, child.id).status}: {exc}")
     return lines
 

@@ -4,6 +4,7 @@ exec call, checked (``status --json`` in its sandbox), restarted when it stopped
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,6 +28,8 @@ RESTARTS_PREFIX = "child_restarts."  # KV: restarts tried since the child was la
 MAX_RESTARTS = 3  # restarts without a healthy check in between; then the child is stopped (dead)
 STARTABLE = ("wallet_verified", "funded", "unhealthy", "stopped")
 WATCHED = ("starting", "healthy", "unhealthy")
+_STATE = re.compile(r"[a-z_]{1,20}")
+DEAD_GRACE_MS = 7 * 86_400_000  # the heartbeat prunes a dead child this long after it died, not before
 KEEP_CLEANED = 50  # retention: the rows of children long cleaned up
 
 
@@ -39,6 +42,7 @@ class Health:
     state: str | None
     credits_cents: int | None
     problem: str | None = None
+    unreachable: bool = False  # Conway did not answer: nothing is known of the child
 
     def sentence(self) -> str:
         if self.problem:
@@ -94,15 +98,16 @@ def look_at(client: "ConwayClient", child: Child) -> Health:
         ran = client.exec(f"./{CHILD_BINARY} status --json", 60, sandbox_id=child.sandbox_id)
         report = orjson.loads(ran.stdout)
     except ConwayError as exc:
-        return Health(False, False, None, None, str(exc)[:200])
+        return Health(False, False, None, None, str(exc)[:200], unreachable=exc.unanswered or exc.outage)
     except orjson.JSONDecodeError:
         return Health(False, False, None, None, f"status gave no report (exit {ran.exit_code}): "
                                                f"{_tail(ran.stderr or ran.stdout)}")
     if not isinstance(report, dict):
         return Health(False, False, None, None, "status gave no report")
     running, state = report.get("running") is True, report.get("state")
-    cents = report.get("creditsCents") if isinstance(report.get("creditsCents"), int) else None
-    return Health(running and state != "dead", running, state if isinstance(state, str) else None, cents)
+    state = state if isinstance(state, str) and _STATE.fullmatch(state) else None  # a child's words: a state name only
+    cents = report.get("creditsCents") if type(report.get("creditsCents")) is int else None
+    return Health(running and state != "dead", running, state, cents)
 
 
 def record_health(db: "Database", child: Child, health: Health, now_ms: int) -> Child:
@@ -126,6 +131,8 @@ def tend(db: "Database", client: "ConwayClient", child: Child, *, conway_api_url
     from automaton_min.update.manifest import Refused
 
     health = look_at(client, child)
+    if health.unreachable:  # Conway's trouble, not the child's: no verdict, no restart counted
+        return f"{child.name}: {child.status}, not looked at ({health.sentence()})"
     child = record_health(db, child, health, now_ms)
     if child.status != "unhealthy" or health.running:
         return f"{child.name}: {child.status} ({health.sentence()})"
@@ -147,21 +154,33 @@ def _starts(db: "Database", child_id: str) -> int:
                          (child_id,), default=0))
 
 
+def _died_ms(db: "Database", child_id: str) -> int:
+    """When the child's last step (its death) was recorded, in epoch ms."""
+    from automaton_min.clock import from_iso
+
+    stamp = db.scalar("SELECT MAX(created_at) FROM child_lifecycle_events WHERE child_id = ?", (child_id,))
+    return from_iso(stamp) if stamp else 0
+
+
 def _tail(text: str) -> str:
     return " ".join((text or "").split())[-200:] or "no output"
 
 
 
-def prune_dead(db: "Database", client: "ConwayClient | None", *, keep: int = 5, now_ms: int) -> list[str]:
-    """Clean up the dead (``stopped`` or ``failed``) children beyond the newest ``keep``: each one's sandbox deleted,
-    then ``cleaned_up``; cleaned-up rows beyond the newest ``KEEP_CLEANED`` are deleted with their events. The
-    names of the children cleaned up."""
+def prune_dead(db: "Database", client: "ConwayClient | None", *, keep: int = 5, now_ms: int,
+               grace_ms: int = 0) -> list[str]:
+    """Clean up the dead (``stopped`` or ``failed``) children beyond the newest ``keep`` that died at least
+    ``grace_ms`` ago: each one's sandbox deleted, then ``cleaned_up``; cleaned-up rows beyond the newest
+    ``KEEP_CLEANED`` are deleted with their events. The names of the children cleaned up."""
+    from automaton_min.children.lifecycle import BadTransition
     from automaton_min.conway.client import ConwayError
 
     dead = db.query("SELECT id FROM children WHERE status IN ('stopped', 'failed') ORDER BY created_at DESC, id DESC")
     cleaned = []
     for (child_id,) in dead[max(keep, 0):]:
-        child = get_child(db, child_id)
+        child = get_child(db, child_id)  # again: a child started since the list was read is not dead
+        if child.status not in ("stopped", "failed") or _died_ms(db, child.id) > now_ms - grace_ms:
+            continue
         if child.sandbox_id:
             if client is None:
                 continue  # its sandbox cannot be deleted without a Conway client: kept until one can
@@ -169,7 +188,10 @@ def prune_dead(db: "Database", client: "ConwayClient | None", *, keep: int = 5, 
                 client.delete_sandbox(child.sandbox_id)
             except ConwayError:
                 continue  # tried again at the next prune
-        transition(db, child.id, "cleaned_up", f"pruned: sandbox {child.sandbox_id or '(none)'} deleted", now_ms)
+        try:
+            transition(db, child.id, "cleaned_up", f"pruned: sandbox {child.sandbox_id or '(none)'} deleted", now_ms)
+        except BadTransition:
+            continue  # started again meanwhile: its next start finds no sandbox and fails it
         cleaned.append(child.name)
     with db.transaction():
         old = [row[0] for row in db.query("SELECT id FROM children WHERE status = 'cleaned_up' "

@@ -50,7 +50,8 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
     sandbox and checked there (size, sha256) before it runs once (``--version``); the parent's own file is never
     sent (a Pi parent is aarch64, a Conway sandbox x86_64)."""
     from automaton_min.update.manifest import artifact_for, verify_release
-    from automaton_min.update.updater import fetch_manifest, one_reading
+    from automaton_min.store.kv import get_value
+    from automaton_min.update.updater import SEEN_KEY, fetch_manifest, one_reading
 
     if child.status != "sandbox_created":
         return child
@@ -58,7 +59,9 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
         raise Refused("this build has no release key baked in: it cannot verify the child's binary")
     release = verify_release(fetch_manifest(manifest_url), build.public_key)
     machine = client.exec("uname -m", 30, sandbox_id=child.sandbox_id).stdout.strip()
-    artifact = artifact_for(release, arch=f"linux-{machine}", now_ms=now_ms)
+    seen = get_value(db, SEEN_KEY)
+    artifact = artifact_for(release, arch=f"linux-{machine}", now_ms=now_ms, running=build.version,
+                            last_issued_ms=int(seen) if seen and seen.isdigit() else None)
     url = one_reading(urljoin(manifest_url, artifact.url), "the child's binary URL")
     staged = f".{CHILD_BINARY}.new"
     script = (f"set -e; rm -f {staged}; curl -fsS --max-filesize {artifact.size} -o {staged} {shlex.quote(url)}; "

@@ -22,7 +22,7 @@ def children_tasks(build: "Build") -> dict[str, TaskFunction]:
         from automaton_min.children.running import WATCHED, tend
         from automaton_min.conway.client import DEFAULT_API_URL, ConwayError
         from automaton_min.store.children import FUNDABLE, list_children
-        from automaton_min.treasury.money_out import treasury_policy
+        from automaton_min.treasury.money_out import TransferRefused, treasury_policy
 
         children = list_children(ctx.db)
         if not children:
@@ -37,6 +37,8 @@ def children_tasks(build: "Build") -> dict[str, TaskFunction]:
                         lines.append(f"{child.name}: an interrupted funding was completed")
                 except ConwayError as exc:
                     lines.append(f"{child.name}: an interrupted funding is still unanswered: {exc}")
+                except TransferRefused as exc:
+                    lines.append(f"{child.name}: an interrupted funding was dropped: {exc}")
         for child in list_children(ctx.db):
             if child.status in WATCHED:
                 lines.append(tend(ctx.db, ctx.conway, child, conway_api_url=ctx.config.get("conwayApiUrl")
@@ -48,9 +50,9 @@ def children_tasks(build: "Build") -> dict[str, TaskFunction]:
         return TaskResult("; ".join(lines) or "no child to look at", reached=("conway",))
 
     def prune_dead_children(ctx: TaskContext) -> TaskResult:
-        from automaton_min.children.running import prune_dead
+        from automaton_min.children.running import DEAD_GRACE_MS, prune_dead
 
-        cleaned = prune_dead(ctx.db, ctx.conway, keep=KEEP_DEAD, now_ms=ctx.now())
+        cleaned = prune_dead(ctx.db, ctx.conway, keep=KEEP_DEAD, now_ms=ctx.now(), grace_ms=DEAD_GRACE_MS)
         return TaskResult(f"cleaned up {len(cleaned)}" + (f": {', '.join(cleaned)}" if cleaned else ""))
 
     return {"check_child_health": check_child_health, "prune_dead_children": prune_dead_children}

@@ -60,10 +60,12 @@ def _step(name: str, turn: StoredTurn, action: Callable[[], object]) -> None:
 
 
 def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | None = None,
-                sender: str | Sequence[str] | None = None, creator: str | None = None) -> str:
+                sender: str | Sequence[str] | None = None, creator: str | None = None,
+                signers: Sequence[str] = ()) -> str:
     """Ingest a committed turn; returns its classification. ``source`` defaults to the turn's input source;
     ``sender`` is the address (or addresses) of the inbox messages it read; ``creator`` is the creator's address
-    when one of them carried the creator's verified signature (its entry is then the creator's, trust 1)."""
+    when one of them carried the creator's verified signature (its entry is then the creator's, trust 1);
+    ``signers`` the senders whose signature was verified (only such a sender is recorded as a child)."""
     source = source if source is not None else turn.input_source
     senders = [sender] if isinstance(sender, str) else list(sender or ())
     senders = senders if source == "inbox" else []
@@ -83,7 +85,9 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
             people.record(creator, relationship_type="creator", trust=1.0)
         children = names_by_address(db)
         for address in dict.fromkeys(senders):
-            if address.lower() in children and getattr(people.get(address), "relationship_type", None) != "child":
+            signed = address.lower() in {signer.lower() for signer in signers}
+            if signed and address.lower() in children and getattr(people.get(address), "relationship_type",
+                                                                   None) != "child":
                 people.record(address, relationship_type="child", name=children[address.lower()])
             people.record_interaction(address, default_type="messaged_us")
         for call in turn.tool_calls:

@@ -83,8 +83,8 @@ def hold_quarantined(db: "Database", config: Any, tool: str, arguments: Mapping[
         child = fundable_child(db, arguments.get("child_id"))
         if child is None:
             return f"{reason_code}: {message}"
-        params["to_address"] = child.address
-        params["reason"] = f"fund child {child.name}" + (f": {arguments['reason']}" if arguments.get("reason") else "")
+        why = f": {arguments['reason']}" if arguments.get("reason") else ""
+        params.update(to_address=child.address, child_id=child.id, reason=f"fund child {child.name}{why}")
     return hold(db, config, "transfer_credits", params, amount, reason=f"{reason_code}: {message}", now_ms=now_ms)
 
 
@@ -161,6 +161,12 @@ def _release(db: "Database", conway: Any, config: Any, now: Clock, request_id: s
 
     if kind != "transfer_credits":
         return "failed", f"unknown kind {kind!r}"
+    if "child_id" in params:  # a child's funding: only while the child may still be funded
+        from automaton_min.store.children import fundable_child
+
+        child = fundable_child(db, params["child_id"])
+        if child is None or child.address.lower() != str(params.get("to_address")).lower():
+            return "failed", f"child {params['child_id']} can no longer be funded (stopped or gone); not sent"
     try:
         result = transfer_credits(db, conway, treasury_policy(config), to_address=params.get("to_address"),
                                   amount_cents=params.get("amount_cents"), note=params.get("reason"),

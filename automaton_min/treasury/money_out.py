@@ -4,16 +4,14 @@ the one call that sends credits. A check answers ``None`` or a ``Refusal``, whic
 
 from __future__ import annotations
 
-import fcntl
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from automaton_min.chain.address import is_address
 from automaton_min.clock import to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.crashpoint import crash_point
+from automaton_min.fileio import held_exclusively
 from automaton_min.errors import RuntimeFailure
 from automaton_min.ids import new_ulid
 from automaton_min.net.url import read_url
@@ -157,8 +155,11 @@ def limit_refusal(spend: SpendTracker, policy: Mapping[str, Any], amount: Any, *
                        "transfer cap")
                or _window(spend, "transfer", amount, policy["maxDailyTransferCents"], False, "maxDailyTransferCents",
                           "transfer cap"))
-    if refusal:
-        return refusal
+    return refusal or balance_refusal(policy, amount, balance_cents)
+
+
+def balance_refusal(policy: Mapping[str, Any], amount: int, balance_cents: int | None) -> Refusal | None:
+    """The reserve (an unknown balance fails closed), and never more than half the balance."""
     reserve = policy["minimumReserveCents"]
     if balance_cents is None:
         return Refusal(BALANCE_UNKNOWN, "minimumReserveCents", amount, reserve)
@@ -178,15 +179,9 @@ def transfer_refusal(spend: SpendTracker, policy: Mapping[str, Any], payees: Kno
                              balance_cents=balance_cents))
 
 
-@contextmanager
-def _one_transfer_at_a_time(db: "Database") -> Iterator[None]:
-    """An exclusive ``flock`` on a file beside ``state.db``: transfers of any process or thread wait for each other."""
-    fd = os.open(f"{db.path}.transfers.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # separate opens conflict, even in one process
-        yield
-    finally:
-        os.close(fd)
+def _one_transfer_at_a_time(db: "Database"):
+    """A lock file beside ``state.db``: transfers of any process or thread wait for each other."""
+    return held_exclusively(f"{db.path}.transfers.lock")
 
 
 def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], *, to_address: str,
@@ -200,9 +195,10 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
     no other transfer sees a balance from before this one. The spend is recorded before the call, so a crash in the
     middle can only over-count; it is removed again only when Conway definitely refused the transfer.
 
-    ``idempotency_key`` names the transfer for good (a child's funding: its id and number): when a spend of that
-    name is already recorded, a crash came between the record and the answer, and the same request is sent again
-    under the same key (Conway answers it once), unchecked, for exactly the recorded amount and payee.
+    ``idempotency_key`` names the transfer for good (a child's funding): when a spend of that name is already
+    recorded, a crash or an unanswered call came between the record and the answer, and the same request is sent
+    again under the same key (Conway answers it once), for exactly the recorded amount and payee, if the payee and
+    the balance it would leave still pass (its windows count it already).
     """
     from automaton_min.conway.client import ConwayError
 
@@ -212,11 +208,16 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
         spend_id = idempotency_key
         if earlier is not None and earlier != (amount_cents, to_address.lower()):
             raise ValueError(f"transfer {idempotency_key} was recorded for {earlier[0]} cents to {earlier[1]}")
-        if earlier is None:
-            try:
-                balance: int | None = client.credits_balance()
-            except RuntimeFailure:
-                balance = None
+        try:
+            balance: int | None = client.credits_balance()
+        except RuntimeFailure:
+            balance = None
+        if earlier is not None:  # its windows count it already; the balance it would leave is checked again
+            refusal = payee_refusal(payees, to_address, approval=approval) or balance_refusal(policy, amount_cents,
+                                                                                               balance)
+            if refusal:
+                raise TransferRefused(refusal)
+        else:
             refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
                                        transfers_this_turn=transfers_this_turn, balance_cents=balance,
                                        approval=approval)

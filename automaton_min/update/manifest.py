@@ -115,11 +115,7 @@ def check_release(release: Release, *, arch: str, running: str, now_ms: int, las
     """The artifact to install from a verified ``release``, or ``Refused``: another product, expired, older than a
     manifest already seen (a replay), older than ``running`` (``NothingNew`` when equal), a version rolled back
     here, no build for ``arch``."""
-    _current(release, now_ms)
-    if last_issued_ms is not None and release.issued_at < last_issued_ms:
-        raise Refused(f"the manifest was issued at {to_iso(release.issued_at)}, before one already seen "
-                      f"({to_iso(last_issued_ms)}): an old manifest replayed (a publisher re-signs to publish it "
-                      "again)")
+    _current(release, now_ms, last_issued_ms)
     if version_key(release.version) == version_key(running):
         raise NothingNew(f"{running} is the latest release")
     if version_key(release.version) < version_key(running):
@@ -129,18 +125,26 @@ def check_release(release: Release, *, arch: str, running: str, now_ms: int, las
     return _for_arch(release, arch)
 
 
-def artifact_for(release: Release, *, arch: str, now_ms: int) -> Artifact:
+def artifact_for(release: Release, *, arch: str, now_ms: int, running: str | None = None,
+                 last_issued_ms: int | None = None) -> Artifact:
     """The build a new machine of ``arch`` installs from a verified ``release`` (a child's sandbox), or ``Refused``:
-    another product, expired, no build for ``arch``."""
-    _current(release, now_ms)
+    another product, expired, older than a manifest already seen, older than ``running`` (the parent's own
+    version: a child is never born on a release its parent would refuse), no build for ``arch``."""
+    _current(release, now_ms, last_issued_ms)
+    if running is not None and version_key(release.version) < version_key(running):
+        raise Refused(f"version {release.version} is older than this parent's {running}")
     return _for_arch(release, arch)
 
 
-def _current(release: Release, now_ms: int) -> None:
+def _current(release: Release, now_ms: int, last_issued_ms: int | None) -> None:
     if release.product != PRODUCT:
         raise Refused(f"the release is for {release.product[:40]!r}, not {PRODUCT}")
     if release.expires_at <= now_ms:
         raise Refused(f"the release manifest expired at {to_iso(release.expires_at)}")
+    if last_issued_ms is not None and release.issued_at < last_issued_ms:
+        raise Refused(f"the manifest was issued at {to_iso(release.issued_at)}, before one already seen "
+                      f"({to_iso(last_issued_ms)}): an old manifest replayed (a publisher re-signs to publish it "
+                      "again)")
 
 
 def _for_arch(release: Release, arch: str) -> Artifact:

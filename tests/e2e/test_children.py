@@ -17,6 +17,7 @@ import pytest
 from automaton_min.clock import system_now
 from automaton_min.heartbeat.children_task import children_tasks
 from automaton_min.store.children import list_children
+from automaton_min.store.wake import post_wake
 from automaton_min.update.baked import Build
 from standins.conway_api import ConwayApi
 from standins.model_servers import OpenAIServer, openai_answer
@@ -172,8 +173,9 @@ def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud
         summaries = [health(task_context(parent)).summary for _ in range(4)]
         assert all("restart failed" in line for line in summaries[:3]), summaries
         assert "stopped, dead" in summaries[3] and list_children(parent.db)[0].status == "stopped"
+        post_wake(parent.db, "heartbeat", "tidy up", now_ms=system_now())  # its own turn again, after the child's
         model.script(openai_answer(None, [call("prune_dead_children", keep_last=0)]), openai_answer("Pruned."))
-        parent.loop.run_cycle("test")
+        parent.loop.run_cycle("heartbeat")
         assert list_children(parent.db)[0].status == "cleaned_up" and cloud.deleted == [sandbox_id]
         steps = [row[0] for row in parent.db.query("SELECT to_state FROM child_lifecycle_events ORDER BY created_at, "
                                                    "id")]

@@ -20,6 +20,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "update_genesis_prompt", "update_soul", "modify_heartbeat", "switch_model",  # who the agent is and what it runs
     "distress_signal",  # a stranger must not make the agent broadcast for help
     "spawn_child", "fund_child",  # children: a new agent, credits to it
+    "message_child",  # a child takes its parent's signed word as its creator's: no stranger's words go through it
 })
 
 
@@ -34,7 +35,17 @@ def _external_tool_restriction(request: PolicyRequest, env: PolicyEnv) -> Verdic
     if request.tool in EXTERNAL_DENIED_TOOLS or request.spec.risk in ("dangerous", "forbidden"):
         return deny(EXTERNAL_DANGEROUS_TOOL, f"{request.tool} may not be used on behalf of an external message "
                     "(only the agent's own turns or its creator)")
+    if request.tool == "send_message" and _to_a_child(request, env):
+        return deny(EXTERNAL_DANGEROUS_TOOL, "a message to one of your children carries your authority as its "
+                    "creator, so it is not sent on behalf of an external message")
     return None
+
+
+def _to_a_child(request: PolicyRequest, env: PolicyEnv) -> bool:
+    from automaton_min.store.children import names_by_address
+
+    to = request.arguments.get("to_address")
+    return isinstance(to, str) and env.db is not None and to.lower() in names_by_address(env.db)
 
 
 def authority_rules() -> list[Rule]:

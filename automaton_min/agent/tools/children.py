@@ -139,7 +139,7 @@ def run_check_child_status(ctx: ToolContext, args: dict[str, Any]) -> str:
     child = _child(ctx, args["child_id"])
     health = look_at(need(ctx, "conway"), child)
     child = record_health(ctx.db, child, health, ctx.now())
-    last = ctx.db.query_one("SELECT received_at, content FROM inbox_messages WHERE lower(from_address) = ? "
+    last = ctx.db.query_one("SELECT received_at, content FROM inbox_messages WHERE signed_by = ? "
                             "ORDER BY received_at DESC LIMIT 1", ((child.address or "").lower(),))
     said = f"; its last message ({last[0]}): {str(last[1])[:300]!r}" if last else "; no message from it yet"
     return f"Child {child.name} is {child.status}: {health.sentence()}{said}"
@@ -207,7 +207,8 @@ TOOLS = (
           ["child_id", "content"], run_message_child, risk="caution", mutating=True),
     _tool("verify_child_constitution", "Check that a child's constitution is the same as yours (sha256).",
           {"child_id": CHILD_ID}, ["child_id"], run_verify_child_constitution),
-    _tool("prune_dead_children", "Delete the sandboxes of dead children, keeping the newest few as they are.",
+    _tool("prune_dead_children", "Delete the sandboxes of dead children (and with them their wallets), keeping the "
+          "newest few as they are.",
           {"keep_last": {"type": "integer", "minimum": 0, "maximum": 100, "description": "How many to keep (5)"}},
-          [], run_prune_dead_children, risk="caution", mutating=True),
+          [], run_prune_dead_children, risk="dangerous", mutating=True),
 )
