@@ -43,6 +43,7 @@ COMMANDS = {
     "send": "automaton_min.cli.send_cmd",
     "service": "automaton_min.cli.service_cmd",
     "update": "automaton_min.cli.update_cmd",
+    "children": "automaton_min.cli.children_cmd",
 }
 
 

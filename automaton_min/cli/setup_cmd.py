@@ -112,20 +112,45 @@ def command(ctx: click.Context, genesis_prompt_file, genesis_file: str | None, y
         click.echo(with_home(next_step(load_config(home), result.address), ctx))
 
 
+GENESIS_KEYS = ("name", "genesisPrompt", "creatorMessage", "parentAddress", "constitutionHash", "chainType",
+                "conwayApiUrl")
+
+
 def _from_genesis(path: str, flags: dict[str, Any]) -> None:
-    """The answers a parent wrote into ``genesis.json`` (README: Children), where no flag gave them."""
+    """The answers a parent wrote into ``genesis.json`` (README: Children), where no flag gave them; checked as the
+    parent checked them (``children.genesis.check_genesis``), each problem named by its key."""
     import orjson
 
+    from automaton_min.chain.address import is_address
+    from automaton_min.children.genesis import check_genesis
+
+    where = f"--genesis {path}"
     try:
         genesis = orjson.loads(open(path, "rb").read())
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise UserError(f"--genesis {path}: not a readable JSON file ({exc}); give the genesis.json a parent wrote")
+        raise UserError(f"{where}: not a readable JSON file ({exc}); give the genesis.json a parent wrote") from None
     if not isinstance(genesis, dict):
-        raise UserError(f"--genesis {path}: expected a JSON object")
-    for flag, key in (("name", "name"), ("genesis_prompt", "genesisPrompt"), ("creator_message", "creatorMessage"),
-                      ("creator_address", "parentAddress"), ("conway_api_url", "conwayApiUrl")):
-        if flags.get(flag) is None and isinstance(genesis.get(key), str):
-            flags[flag] = genesis[key]
+        raise UserError(f"{where}: expected a JSON object with the keys {', '.join(GENESIS_KEYS)}")
+    unknown = sorted(set(genesis) - set(GENESIS_KEYS))
+    missing = [key for key in ("name", "genesisPrompt", "parentAddress") if not isinstance(genesis.get(key), str)]
+    if unknown or missing:
+        raise UserError(f"{where}: " + "; ".join(filter(None, (
+            f"unknown keys {', '.join(unknown)}" if unknown else "",
+            f"{', '.join(missing)} missing or not text" if missing else ""))) + f" (keys: {', '.join(GENESIS_KEYS)})")
+    if not is_address(genesis["parentAddress"]):
+        raise UserError(f"{where}: parentAddress must be a 0x address of 40 hex digits")
+    message = genesis.get("creatorMessage") if isinstance(genesis.get("creatorMessage"), str) else None
+    try:
+        checked = check_genesis(genesis["name"], genesis["genesisPrompt"], message)
+    except UserError as exc:
+        field = str(exc).split(":", 1)[0]
+        key = {"genesis_prompt": "genesisPrompt", "creator_message": "creatorMessage"}.get(field, field)
+        raise UserError(f"{where}: {key}{str(exc)[len(field):]}") from None
+    for flag, value in (("name", checked.name), ("genesis_prompt", checked.prompt),
+                        ("creator_message", checked.creator_message), ("creator_address", genesis["parentAddress"]),
+                        ("conway_api_url", genesis.get("conwayApiUrl"))):
+        if flags.get(flag) is None and isinstance(value, str):
+            flags[flag] = value
 
 
 def _opening(home: Home, current: dict[str, Any]) -> str:

@@ -181,7 +181,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
         ("children", f"{info['children']['alive']} alive / {info['children']['total']} total"
-         if info["children"]["total"] else None),
+         if info["children"]["total"] else f"none; cannot spawn: {info['children']['cannotSpawn']}"
+         if info["children"]["cannotSpawn"] else None),
         ("soul", _soul(info["soul"])),
         ("updates", _update(info)),
         ("home", info["home"]),

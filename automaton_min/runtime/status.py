@@ -18,7 +18,9 @@ from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.social.distress import DISTRESS_KEY
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
+from automaton_min.children.ready import spawn_blocker
 from automaton_min.store.children import counts as children_counts
+from automaton_min.update.baked import this_build
 from automaton_min.store.modifications import latest_change
 from automaton_min.store.sqlite import table_exists
 from automaton_min.store.kv import USDC_KEY, get_value, json_list, json_object
@@ -150,7 +152,9 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "parts": parts,
         "model": config["inferenceModel"],
         "version": __version__,
-        "children": {"alive": alive, "total": total},
+        # what keeps a Conway agent from spawning (a local-only agent has no children to expect)
+        "children": {"alive": alive, "total": total,
+                     "cannotSpawn": spawn_blocker(config, this_build()) if config.get("conwayApiKey") else None},
         "soul": soul,
         "update": update or None,
         "lastUpdateChange": changed,

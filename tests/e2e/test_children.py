@@ -93,7 +93,7 @@ def wait_for(condition, what: str, timeout_s: float = 60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud, children_to_stop, tmp_path):
+def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud, children_to_stop, cli):
     program, version = child_program()
     with ReleaseServer() as releases, SocialRelay(system_now) as relay:
         releases.publish(manifest(version, {ARCH: program}, system_now()), {ARCH: program})
@@ -183,6 +183,9 @@ def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud
                              "healthy"]
         assert steps[-2:] == ["stopped", "cleaned_up"]
         assert cloud.credited == {child.address.lower(): 700}  # funded once, whatever else happened
+        shown = json.loads(cli("children", "--json").stdout)["children"]
+        assert [(c["name"], c["status"], c["fundedCents"]) for c in shown] == [("kid", "cleaned_up", 700)]
+        assert [step["to"] for step in shown[0]["steps"]] == steps
 
 
 def answer_as_child(body: dict, parent_address: str) -> dict:

@@ -80,6 +80,15 @@ def test_status_without_balances_says_unknown_or_that_credits_do_not_apply(cli, 
     assert "unknown (no credit balance read yet)" in cli("status").stdout
 
 
+def test_status_says_why_a_conway_agent_cannot_spawn_a_child(cli, set_up):
+    assert "cannot spawn" not in cli("status").stdout  # a local agent has no children to expect
+    assert json.loads(cli("status", "--json").stdout)["children"]["cannotSpawn"] is None
+    assert cli("config", "set", "conwayApiKey", input="cnwy_k_status_test").code == 0
+    children = json.loads(cli("status", "--json").stdout)["children"]
+    assert (children["alive"], children["total"]) == (0, 0) and "no release key" in children["cannotSpawn"]
+    assert "  children       none; cannot spawn: this program has no release key" in cli("status").stdout
+
+
 @pytest.mark.parametrize("args", [("status",), ("logs",), ("--help",)], ids=" ".join)
 def test_a_closed_pipe_ends_quietly(set_up, args):
     """``status | head -1``: the reader is gone before the command writes; no "Broken pipe", no traceback."""

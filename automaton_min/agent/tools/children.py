@@ -29,11 +29,15 @@ def _parent(ctx: ToolContext):
     from automaton_min.children.pipeline import Parent
     from automaton_min.conway.client import DEFAULT_API_URL
 
-    build, home = ctx.services.release, need(ctx, "home")
-    manifest_url = setting(ctx, "updateManifestUrl") or (build.manifest_url if build else "")
-    if build is None or build.public_key is None or not manifest_url:
-        raise ToolFailure("children run the signed release, and this build has no release key or manifest URL "
-                          "(only the one-file binary built with a release key has them)")
+    from automaton_min.children.ready import spawn_blocker
+    from automaton_min.update.baked import this_build
+
+    build, home = ctx.services.release or this_build(), need(ctx, "home")
+    blocker = spawn_blocker(ctx.config, build) or ("no Conway client in this run" if ctx.services.conway is None
+                                                   else None)
+    if blocker:
+        raise ToolFailure(f"no child can be spawned here: {blocker}")
+    manifest_url = setting(ctx, "updateManifestUrl") or build.manifest_url
     payer = ctx.services.payer
 
     def topup() -> str:
