@@ -68,7 +68,7 @@ def test_status_and_the_synopsis_count_children_alive_and_in_all(cli, set_up, cl
         transition(db, "c2", "failed", "its sandbox never came up", clock())
         assert counts(db) == (2, 3)
     shown = json.loads(cli("status", "--json").stdout)
-    assert shown["children"] == {"alive": 2, "total": 3}
+    assert shown["children"] == {"alive": 2, "total": 3, "cannotSpawn": None}  # no Conway key: nothing to say
     assert "children       2 alive / 3 total" in cli("status").stdout
 
 
