@@ -34,9 +34,12 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
     with _one_funding_at_a_time(db):
         child = _fundable(db, child_id)
         try:
-            _finish(db, client, policy, config, child, spend)
+            earlier = _finish(db, client, policy, config, child, spend)
         except TransferRefused:
-            pass  # that one is dropped; this one is checked on its own
+            earlier = None  # that one is dropped; this one is checked on its own
+        if earlier is not None:  # the policy checked only this one: one funding per call
+            raise UserError(f"an earlier funding of {earlier.amount_cents} cents to {child.name}, interrupted, was "
+                            "sent now instead; this one was not: ask again if the child needs more")
         key = f"fund-{child.id}-{new_ulid(now_ms)}"
         with db.transaction(durable=True):
             set_value(db, PENDING_PREFIX + child.id, key, now_ms)

@@ -10,7 +10,7 @@ from automaton_min.children.genesis import Genesis, genesis_json
 from automaton_min.children.lifecycle import request, transition
 from automaton_min.children.spawn import ensure_runtime, ensure_sandbox, ensure_wallet
 from automaton_min.errors import RuntimeFailure
-from automaton_min.store.children import Child, get_child, list_children
+from automaton_min.store.children import Child, get_child, list_children, names_by_address
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.update.manifest import Refused
 
@@ -39,6 +39,7 @@ class Parent:
     memory_mb: int
     now: Callable[[], int]
     topup: Callable[[], str] | None = None  # buys the smallest credit tier; None: no USDC path
+    creator: str | None = None  # the parent's creator: never a child's address
 
 
 def spawn(parent: Parent, child_id: str, genesis: Genesis) -> Child:
@@ -58,7 +59,8 @@ def advance(parent: Parent, child_id: str) -> Child:
                                now_ms=parent.now())
         text = genesis_json(genesis, parent_address=parent.address, constitution_sha256=parent.constitution_sha256,
                             conway_api_url=parent.conway_api_url)
-        return ensure_wallet(parent.db, parent.client, child, text, now_ms=parent.now())
+        taken = frozenset(a.lower() for a in (parent.address, parent.creator, *names_by_address(parent.db)) if a)
+        return ensure_wallet(parent.db, parent.client, child, text, now_ms=parent.now(), taken=taken)
     except Refused as exc:
         transition(parent.db, child_id, "failed", str(exc)[:500], parent.now())
         raise

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 CHILD_HOME = '"$HOME/.automaton"'  # in a command: the sandbox's /root/.automaton, wherever its HOME is
 CHILD_LOG = f"{CHILD_HOME}/agent.log"
 RESTARTS_PREFIX = "child_restarts."  # KV: restarts tried since the child was last healthy
+STARTS_PREFIX = "child_starts."  # KV: start attempts ever (their number is in the calls' Idempotency-Keys)
 MAX_RESTARTS = 3  # restarts without a healthy check in between; then the child is stopped (dead)
 STARTABLE = ("wallet_verified", "funded", "unhealthy", "stopped")
 WATCHED = ("starting", "healthy", "unhealthy")
@@ -58,7 +59,8 @@ def configure_script(*, conway_api_url: str, relay_url: str | None) -> str:
     lines = ["set -e",
              f"if ! grep -qs conwayApiKey {CHILD_HOME}/config.json; then "
              f"{binary} provision --api-url {shlex.quote(conway_api_url)} --json > /dev/null; fi",
-             f"{binary} setup --yes --genesis {CHILD_HOME}/{GENESIS_NAME} --json > /dev/null"]
+             f"if [ ! -f {CHILD_HOME}/automaton.json ]; then "  # once: the child may change its purpose later
+             f"{binary} setup --yes --genesis {CHILD_HOME}/{GENESIS_NAME} --json > /dev/null; fi"]
     if relay_url:
         lines.append(f"{binary} config set socialRelayUrl {shlex.quote(relay_url)} > /dev/null")
     return "; ".join(lines)
@@ -73,7 +75,9 @@ def start_child(db: "Database", client: "ConwayClient", child: Child, *, conway_
     if child.status not in STARTABLE or not child.sandbox_id:
         raise Refused(f"child {child.name} is {child.status}: only a child with a verified wallet that is not running "
                       f"is started ({', '.join(STARTABLE)})")
-    attempt = _starts(db, child.id) + 1
+    attempt = int(get_value(db, STARTS_PREFIX + child.id) or 0) + 1
+    with db.transaction(durable=True):  # before the calls: a failed attempt's keys are never used again
+        set_value(db, STARTS_PREFIX + child.id, str(attempt), now_ms)
     ran = client.exec(configure_script(conway_api_url=conway_api_url, relay_url=relay_url), 180,
                       sandbox_id=child.sandbox_id, idempotency_key=f"child-{child.id}-configure-{attempt}")
     if ran.exit_code != 0:
@@ -149,11 +153,6 @@ def tend(db: "Database", client: "ConwayClient", child: Child, *, conway_api_url
     return f"{child.name}: restarted ({health.sentence()})"
 
 
-def _starts(db: "Database", child_id: str) -> int:
-    return int(db.scalar("SELECT COUNT(*) FROM child_lifecycle_events WHERE child_id = ? AND to_state = 'starting'",
-                         (child_id,), default=0))
-
-
 def _died_ms(db: "Database", child_id: str) -> int:
     """When the child's last step (its death) was recorded, in epoch ms."""
     from automaton_min.clock import from_iso
@@ -169,8 +168,8 @@ def _tail(text: str) -> str:
 
 def prune_dead(db: "Database", client: "ConwayClient | None", *, keep: int = 5, now_ms: int,
                grace_ms: int = 0) -> list[str]:
-    """Clean up the dead (``stopped`` or ``failed``) children beyond the newest ``keep`` that died at least
-    ``grace_ms`` ago: each one's sandbox deleted, then ``cleaned_up``; cleaned-up rows beyond the newest
+    """Clean up the dead (``stopped`` or ``failed``) children beyond the newest ``keep`` (those ever funded only
+    ``grace_ms`` after they died): each one's sandbox deleted, then ``cleaned_up``; cleaned-up rows beyond the newest
     ``KEEP_CLEANED`` are deleted with their events. The names of the children cleaned up."""
     from automaton_min.children.lifecycle import BadTransition
     from automaton_min.conway.client import ConwayError
@@ -179,7 +178,8 @@ def prune_dead(db: "Database", client: "ConwayClient | None", *, keep: int = 5, 
     cleaned = []
     for (child_id,) in dead[max(keep, 0):]:
         child = get_child(db, child_id)  # again: a child started since the list was read is not dead
-        if child.status not in ("stopped", "failed") or _died_ms(db, child.id) > now_ms - grace_ms:
+        grace = grace_ms if child.funded_amount_cents else 0  # a wallet with credits in it waits; none, not
+        if child.status not in ("stopped", "failed") or _died_ms(db, child.id) > now_ms - grace:
             continue
         if child.sandbox_id:
             if client is None:

@@ -80,9 +80,11 @@ def ensure_runtime(db: "Database", client: "ConwayClient", child: Child, build: 
     return get_child(db, child.id)
 
 
-def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_text: str, *, now_ms: int) -> Child:
+def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_text: str, *, now_ms: int,
+                  taken: frozenset[str] = frozenset()) -> Child:
     """Step ``wallet_verified``: ``genesis.json`` written into the child's home, the child makes its own wallet
-    (``init``: its key never leaves its sandbox) and the parent reads the address back."""
+    (``init``: its key never leaves its sandbox) and the parent reads the address back; one of ``taken`` (lowercase:
+    the parent's, its creator's, a sibling's) is refused."""
     import orjson
 
     if child.status != "runtime_ready":
@@ -96,6 +98,8 @@ def ensure_wallet(db: "Database", client: "ConwayClient", child: Child, genesis_
         raise Refused(f"the child's init gave no address (exit {ran.exit_code})") from None
     if not isinstance(address, str) or not _ADDRESS.fullmatch(address) or int(address, 16) == 0:
         raise Refused(f"the child's init gave no valid address ({str(address)[:50]!r})")
+    if address.lower() in taken:  # a sandbox naming the parent, its creator or a sibling: not a new wallet
+        raise Refused(f"the child's init gave {address}, an address already known here")
     crash_point("child.wallet_made")
     transition(db, child.id, "wallet_verified", f"its wallet {address}, made in its sandbox", now_ms, address=address)
     return get_child(db, child.id)

@@ -72,5 +72,6 @@ def _resume_spawns(ctx: TaskContext, build: "Build") -> list[str]:
         return ["a spawn left half done waits: this build has no release key or manifest URL"]
     parent = Parent(ctx.db, ctx.conway, build, url, ctx.wallet_address, constitution_hash(ctx.home.constitution_path),
                     ctx.config.get("conwayApiUrl") or DEFAULT_API_URL,
-                    int(ctx.config.get("childSandboxMemoryMb") or 1024), ctx.now)
+                    int(ctx.config.get("childSandboxMemoryMb") or 1024), ctx.now,
+                    creator=ctx.config.get("creatorAddress"))
     return resume_all(parent)

@@ -18,6 +18,7 @@ import orjson
 from automaton_min.clock import Clock, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.treasury.money_out import CONFIRMATION_REQUIRED, UNKNOWN_PAYEE
+from automaton_min.store.children import fundable_addresses, names_by_address
 from automaton_min.treasury.payees import known_payees
 
 if TYPE_CHECKING:
@@ -161,12 +162,9 @@ def _release(db: "Database", conway: Any, config: Any, now: Clock, request_id: s
 
     if kind != "transfer_credits":
         return "failed", f"unknown kind {kind!r}"
-    if "child_id" in params:  # a child's funding: only while the child may still be funded
-        from automaton_min.store.children import fundable_child
-
-        child = fundable_child(db, params["child_id"])
-        if child is None or child.address.lower() != str(params.get("to_address")).lower():
-            return "failed", f"child {params['child_id']} can no longer be funded (stopped or gone); not sent"
+    to = str(params.get("to_address") or "").lower()
+    if to in names_by_address(db) and to not in fundable_addresses(db):  # to a child, by any tool: while fundable
+        return "failed", f"{to} is a child that can no longer be funded (stopped or gone); not sent"
     try:
         result = transfer_credits(db, conway, treasury_policy(config), to_address=params.get("to_address"),
                                   amount_cents=params.get("amount_cents"), note=params.get("reason"),

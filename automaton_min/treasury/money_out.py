@@ -197,8 +197,8 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
 
     ``idempotency_key`` names the transfer for good (a child's funding): when a spend of that name is already
     recorded, a crash or an unanswered call came between the record and the answer, and the same request is sent
-    again under the same key (Conway answers it once), for exactly the recorded amount and payee, if the payee and
-    the balance it would leave still pass (its windows count it already).
+    again under the same key (Conway answers it once), for exactly the recorded amount and payee, if it passes every
+    check as a new transfer would, the creator's confirmation threshold included; it is then counted from now.
     """
     from automaton_min.conway.client import ConwayError
 
@@ -212,11 +212,17 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
             balance: int | None = client.credits_balance()
         except RuntimeFailure:
             balance = None
-        if earlier is not None:  # its windows count it already; the balance it would leave is checked again
-            refusal = payee_refusal(payees, to_address, approval=approval) or balance_refusal(policy, amount_cents,
-                                                                                               balance)
-            if refusal:
-                raise TransferRefused(refusal)
+        if earlier is not None:  # checked again as if new, and counted from now; refused, it stays as it was
+            with db.transaction(durable=True):
+                spend.forget(idempotency_key)
+                refusal = (transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
+                                            transfers_this_turn=transfers_this_turn, balance_cents=balance,
+                                            approval=approval)
+                           or confirmation_refusal(spend, policy, to_address, amount_cents))
+                if refusal:
+                    raise TransferRefused(refusal)  # rolls the forgetting back
+                spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address,
+                             spend_id=idempotency_key)
         else:
             refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
                                        transfers_this_turn=transfers_this_turn, balance_cents=balance,

@@ -21,6 +21,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "distress_signal",  # a stranger must not make the agent broadcast for help
     "spawn_child", "fund_child",  # children: a new agent, credits to it
     "message_child",  # a child takes its parent's signed word as its creator's: no stranger's words go through it
+    "start_child",  # a stranger does not revive a dead child (a known payee again) nor run its sandbox
 })
 
 

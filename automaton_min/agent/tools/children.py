@@ -47,7 +47,8 @@ def _parent(ctx: ToolContext):
 
     return Parent(ctx.db, need(ctx, "conway"), build, manifest_url, need(ctx, "wallet_address"),
                   constitution_hash(home.constitution_path), setting(ctx, "conwayApiUrl", DEFAULT_API_URL),
-                  int(setting(ctx, "childSandboxMemoryMb", 1024)), ctx.now, topup if payer is not None else None)
+                  int(setting(ctx, "childSandboxMemoryMb", 1024)), ctx.now, topup if payer is not None else None,
+                  setting(ctx, "creatorAddress"))
 
 
 def _new_child_id(ctx: ToolContext) -> str:
