@@ -46,7 +46,8 @@ INVENTORY_MUTATING = {
     "prune_dead_children",
 }
 INVENTORY_IDLE_ONLY = {"check_credits", "check_usdc_balance", "system_synopsis", "list_sandboxes", "list_models",
-                       "heartbeat_ping", "check_inference_spending", "list_children", "check_child_status"}
+                       "heartbeat_ping", "check_inference_spending", "list_children", "check_child_status",
+                       "orchestrator_status", "list_goals", "get_plan"}
 NAMES = {
     "exec", "read_file", "write_file", "check_credits", "check_usdc_balance", "topup_credits", "transfer_credits",
     "x402_fetch", "sleep", "system_synopsis", "heartbeat_ping", "distress_signal", "enter_low_compute", "send_message",
@@ -58,6 +59,7 @@ MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure
 MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
 CHILDREN = {"spawn_child", "start_child", "fund_child", "list_children", "check_child_status", "message_child",
             "verify_child_constitution", "prune_dead_children"}
+GOALS = {"create_goal", "list_goals", "get_plan", "orchestrator_status", "cancel_goal", "complete_task"}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -141,10 +143,10 @@ def fails(ctx: ToolContext, name: str, args: dict[str, Any] | None = None) -> st
 
 def test_every_builtin_is_registered_with_a_strict_schema() -> None:
     specs = {spec.name: spec for spec in REGISTRY.specs()}
-    assert set(specs) == NAMES | MEMORY_MUTATING | MEMORY_IDLE_ONLY | CHILDREN
+    assert set(specs) == NAMES | MEMORY_MUTATING | MEMORY_IDLE_ONLY | CHILDREN | GOALS
     for spec in specs.values():
         assert spec.description and spec.category in {"vm", "conway", "financial", "survival", "self_mod", "memory",
-                                                       "replication"}, spec.name
+                                                       "replication", "orchestration"}, spec.name
         assert spec.risk in {"safe", "caution", "dangerous"}, spec.name
         assert spec.parameters["type"] == "object" and spec.parameters["additionalProperties"] is False, spec.name
         assert set(spec.parameters.get("required", [])) <= set(spec.parameters["properties"]), spec.name

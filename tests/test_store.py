@@ -88,7 +88,7 @@ OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",
                           "heartbeat_schedule", "heartbeat_history", "wake_events", "heartbeat_dedup", "metric_snapshots",
-                          "soul_history", "child_lifecycle_events")
+                          "soul_history", "child_lifecycle_events", "goals", "task_graph")
 # Reference tables the runtime uses: rows kept, timestamps rewritten into the one format at the same instants.
 RUNTIME_TABLES = ("heartbeat_schedule", "heartbeat_history", "wake_events")
 # The reference's memory tables (migration 107): rows kept, timestamps in the one format; an older database gains
@@ -457,7 +457,7 @@ def test_reference_v3_gains_the_inbox_columns_with_their_defaults(tmp_path: Path
     assert after == counts
     assert rows_by_key(path, "inbox_messages", "id", ("from_address", "content", "reply_to")) == old_inbox
     # Only what we implement is added: none of the reference's other later tables appear.
-    assert "goals" not in tables_of(path) and "children" in counts
+    assert "discovered_agents_cache" not in tables_of(path) and "children" in counts
 
 
 # --- transactions ------------------------------------------------------------------

@@ -13,8 +13,8 @@ import apsw
 from automaton_min.clock import SQL_NOW, Clock, to_iso
 from automaton_min.errors import DatabaseError
 from automaton_min.log import get_logger
-from automaton_min.store import (children, modifications, schema_core, schema_inference, schema_memory, schema_payments,
-                                 schema_policy, schema_runtime, schema_social)
+from automaton_min.store import (children, goals, modifications, schema_core, schema_inference, schema_memory,
+                                 schema_payments, schema_policy, schema_runtime, schema_social)
 from automaton_min.store.sqlite import Database, columns_of, table_exists
 
 log = get_logger(__name__)
@@ -102,4 +102,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(113, "soul_history", schema_core.create_soul_history),
     Migration(114, "modifications", modifications.create_modifications),
     Migration(115, "children", children.create_children),
+    Migration(116, "goals", goals.create_goals),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automaton_min.agent.tools import children, memory_tools, models, money, self_tools, survival, vm
+from automaton_min.agent.tools import children, goals, memory_tools, models, money, self_tools, survival, vm
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure
 from automaton_min.log import scrub
 
@@ -27,7 +27,7 @@ def _scrubbed(tool: Tool) -> Tool:
 
 
 _ALL: tuple[Tool, ...] = (*vm.TOOLS, *money.TOOLS, *survival.TOOLS, *models.TOOLS, *self_tools.TOOLS,
-                          *memory_tools.TOOLS, *children.TOOLS)
+                          *memory_tools.TOOLS, *children.TOOLS, *goals.TOOLS)
 
 
 def builtin_tools() -> list[Tool]:

@@ -1,0 +1,152 @@
+"""Goal tools: create_goal, list_goals, get_plan, orchestrator_status, cancel_goal, complete_task (README: Goals).
+The rules are in ``automaton_min.goals``; a ``create_goal`` refused because a goal is active puts the agent to sleep
+for the blocked-goal back-off (120 s, doubling, at most 600 s), which a later goal created clears."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
+from automaton_min.agent.tools.loop_control import object_schema
+from automaton_min.errors import UserError
+
+BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
+FIRST_BACKOFF_MS, MAX_BACKOFF_MS = 120_000, 600_000
+GOAL_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The goal's id (list_goals)"}
+
+
+def _actor(ctx: ToolContext) -> str:
+    return ctx.services.wallet_address or "self"
+
+
+def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.board import Blocked, create_goal
+    from automaton_min.goals.plan import check_plan, store_plan
+    from automaton_min.store.kv import delete_value, get_value, set_value
+
+    try:
+        planned = check_plan(args["tasks"]) if "tasks" in args else None
+        goal = create_goal(ctx.db, args["title"], args.get("description"), strategy=args.get("strategy"),
+                           actor=_actor(ctx), now_ms=ctx.now())
+    except Blocked as exc:
+        previous = get_value(ctx.db, BACKOFF_KEY)
+        wait_ms = min(int(previous) * 2, MAX_BACKOFF_MS) if previous and previous.isdigit() else FIRST_BACKOFF_MS
+        with ctx.db.transaction():
+            set_value(ctx.db, BACKOFF_KEY, str(wait_ms), ctx.now())
+        if ctx.services.loop is not None:
+            ctx.services.loop.request_sleep(wait_ms // 1000, f"a goal is active; create_goal waits {wait_ms // 1000} s")
+        return f"BLOCKED: {exc}. Sleeping {wait_ms // 1000} s before anything else."
+    except UserError as exc:
+        raise ToolFailure(f"goal not created: {exc}") from None
+    with ctx.db.transaction():
+        delete_value(ctx.db, BACKOFF_KEY)
+        ids = store_plan(ctx.db, goal.id, planned, ctx.now()) if planned else []
+    plan = f" with {len(ids)} tasks" if ids else " (no tasks yet)"
+    return f"Goal {goal.title!r} created (id {goal.id}){plan}. get_plan shows what is ready."
+
+
+def run_list_goals(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.store.goals import goals
+
+    found = goals(ctx.db, status=args.get("status"), limit=20)
+    if not found:
+        return "No goals."
+    return "\n".join(f"{g.id}  {g.status}  {g.title}  (created {g.created_at})" for g in found)
+
+
+def run_get_plan(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.todo import plan_lines
+    from automaton_min.store.goals import get_goal, goals
+
+    goal = get_goal(ctx.db, args["goal_id"]) if args.get("goal_id") else next(iter(goals(ctx.db, status="active",
+                                                                                       limit=1)), None)
+    if goal is None:
+        raise ToolFailure("no such goal, and none is active; list_goals shows them")
+    return "\n".join(plan_lines(ctx.db, goal))
+
+
+def run_orchestrator_status(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.board import ready_tasks
+    from automaton_min.store.goals import goals, tasks_of
+    from automaton_min.store.kv import get_value
+
+    active = goals(ctx.db, status="active", limit=1)
+    backoff = get_value(ctx.db, BACKOFF_KEY)
+    wait = f"; blocked-goal back-off {int(backoff) // 1000} s" if backoff and backoff.isdigit() else ""
+    if not active:
+        return f"No active goal{wait}."
+    goal = active[0]
+    counts: dict[str, int] = {}
+    for task in tasks_of(ctx.db, goal.id):
+        counts[task.status] = counts.get(task.status, 0) + 1
+    ready = ", ".join(t.title for t in ready_tasks(ctx.db, goal.id)) or "none"
+    shown = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "no tasks"
+    return f"Active goal {goal.title!r} ({goal.id}): {shown}; ready: {ready}{wait}."
+
+
+def run_cancel_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.board import cancel_goal
+
+    try:
+        goal = cancel_goal(ctx.db, args["goal_id"], args.get("reason") or "cancelled", actor=_actor(ctx),
+                           now_ms=ctx.now())
+    except UserError as exc:
+        raise ToolFailure(str(exc)) from None
+    return f"Goal {goal.title!r} cancelled; its open tasks were cancelled."
+
+
+def run_complete_task(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.board import complete_task
+    from automaton_min.store.goals import get_goal
+
+    try:
+        task = complete_task(ctx.db, args["task_id"], args.get("result") or "done", actor=_actor(ctx),
+                             now_ms=ctx.now())
+    except UserError as exc:
+        raise ToolFailure(str(exc)) from None
+    goal = get_goal(ctx.db, task.goal_id)
+    after = " The goal is completed." if goal.status == "completed" else ""
+    return f"Task {task.title!r} completed.{after}"
+
+
+TASK_ITEM = {"type": "object", "additionalProperties": False, "required": ["title"], "properties": {
+    "title": {"type": "string", "minLength": 1, "maxLength": 200},
+    "description": {"type": "string", "maxLength": 4000},
+    "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 12,
+                   "description": "Numbers (from 1) of the tasks this one waits for"},
+    "priority": {"type": "integer", "minimum": 0, "maximum": 100},
+    "estimated_cost_cents": {"type": "integer"},
+    "timeout_ms": {"type": "integer"},
+}}
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str], run, *,
+          risk: str = "safe", mutating: bool = False, status_check: bool = False) -> Tool:
+    return Tool(ToolSpec(name, description, object_schema(properties, required), "orchestration", risk=risk,
+                         mutating=mutating, status_check=status_check), run)
+
+
+TOOLS = (
+    _tool("create_goal", "Set a goal to work toward, with its tasks (one goal at a time; finish or cancel the "
+          "active one first).",
+          {"title": {"type": "string", "minLength": 1, "maxLength": 200, "description": "What to achieve"},
+           "description": {"type": "string", "maxLength": 4000, "description": "Why, and what done looks like"},
+           "strategy": {"type": "string", "maxLength": 1000, "description": "How you mean to go about it"},
+           "tasks": {"type": "array", "items": TASK_ITEM, "minItems": 1, "maxItems": 12,
+                     "description": "The plan: small steps, in order"}},
+          ["title"], run_create_goal, risk="caution"),
+    _tool("list_goals", "List your goals, newest first.",
+          {"status": {"type": "string", "enum": ["active", "completed", "failed", "paused"]}}, [], run_list_goals,
+          status_check=True),
+    _tool("get_plan", "Show a goal's tasks and which are done, running or ready (default: the active goal).",
+          {"goal_id": GOAL_ID}, [], run_get_plan, status_check=True),
+    _tool("orchestrator_status", "The active goal in one line: its tasks by state and what is ready.", {}, [],
+          run_orchestrator_status, status_check=True),
+    _tool("cancel_goal", "Give up a goal: it fails and its open tasks are cancelled.",
+          {"goal_id": GOAL_ID, "reason": {"type": "string", "maxLength": 500}}, ["goal_id"], run_cancel_goal,
+          risk="caution"),
+    _tool("complete_task", "Mark one of the active goal's tasks done, with what came of it.",
+          {"task_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The task's id (get_plan)"},
+           "result": {"type": "string", "maxLength": 4000, "description": "What was done"}},
+          ["task_id"], run_complete_task, risk="caution"),
+)

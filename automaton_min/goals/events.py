@@ -1,0 +1,50 @@
+"""``event_stream`` (the reference's table): what happened to goals and tasks, newest last, for the context and
+``logs`` (README: Goals). Retention keeps the newest ``KEEP`` rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from automaton_min.clock import to_iso
+from automaton_min.ids import new_ulid
+
+if TYPE_CHECKING:
+    from automaton_min.store.sqlite import Database
+
+KEEP = 2_000
+CONTENT_LIMIT = 1_000
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    actor: str
+    goal_id: str | None
+    task_id: str | None
+    content: str
+    created_at: str
+
+
+def record_event(db: "Database", kind: str, actor: str, content: str, now_ms: int, *, goal_id: str | None = None,
+                 task_id: str | None = None) -> None:
+    """One row (inside the caller's transaction); ``actor``: the address that caused it (the agent's own, a child's)."""
+    content = content[:CONTENT_LIMIT]
+    db.execute("INSERT INTO event_stream (id, type, agent_address, goal_id, task_id, content, token_count, "
+               "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               (new_ulid(now_ms), kind, actor or "", goal_id, task_id, content, len(content) // 4 + 1,
+                to_iso(now_ms)))
+
+
+def recent_events(db: "Database", *, limit: int = 10, goal_id: str | None = None) -> list[Event]:
+    """The newest ``limit`` events (of one goal, if given), oldest first."""
+    where, params = ("WHERE goal_id = ?", (goal_id,)) if goal_id else ("", ())
+    rows = db.query(f"SELECT type, agent_address, goal_id, task_id, content, created_at FROM event_stream {where} "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit))
+    return [Event(*row) for row in reversed(rows)]
+
+
+def prune_events(db: "Database", keep: int = KEEP) -> int:
+    db.execute("DELETE FROM event_stream WHERE id IN (SELECT id FROM event_stream ORDER BY created_at DESC, id DESC "
+               "LIMIT -1 OFFSET ?)", (keep,))
+    return db.connection.changes()

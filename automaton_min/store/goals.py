@@ -1,0 +1,173 @@
+"""``goals`` and ``task_graph`` (the reference's columns): what the agent set out to do and the tasks a goal was
+planned into (README: Goals). Every change of a goal's or a task's state is one UPDATE guarded by the state it
+leaves, so a change happens exactly once however often it is asked for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from automaton_min.clock import to_iso
+from automaton_min.ids import new_ulid
+
+if TYPE_CHECKING:
+    from automaton_min.store.sqlite import Database
+
+GOAL_STATES = ("active", "completed", "failed", "paused")
+TASK_STATES = ("pending", "assigned", "running", "completed", "failed", "blocked", "cancelled")
+TASK_DONE = ("completed", "failed", "cancelled")
+
+TABLES = f"""
+CREATE TABLE IF NOT EXISTS goals (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    description TEXT,
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ({", ".join(map(repr, GOAL_STATES))})),
+    strategy TEXT,
+    expected_revenue_cents INTEGER DEFAULT 0,
+    actual_revenue_cents INTEGER DEFAULT 0,
+    created_at TEXT NOT NULL,
+    deadline TEXT,
+    completed_at TEXT
+);
+CREATE TABLE IF NOT EXISTS task_graph (
+    id TEXT PRIMARY KEY,
+    parent_id TEXT,
+    goal_id TEXT NOT NULL REFERENCES goals(id),
+    title TEXT NOT NULL,
+    description TEXT,
+    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ({", ".join(map(repr, TASK_STATES))})),
+    assigned_to TEXT,
+    agent_role TEXT,
+    priority INTEGER DEFAULT 50,
+    dependencies TEXT DEFAULT '[]',
+    result TEXT,
+    estimated_cost_cents INTEGER DEFAULT 0,
+    actual_cost_cents INTEGER DEFAULT 0,
+    max_retries INTEGER DEFAULT 3,
+    retry_count INTEGER DEFAULT 0,
+    timeout_ms INTEGER DEFAULT 300000,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    completed_at TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_task_graph_goal ON task_graph(goal_id);
+CREATE INDEX IF NOT EXISTS idx_task_graph_status ON task_graph(status);
+CREATE INDEX IF NOT EXISTS idx_task_graph_assigned ON task_graph(assigned_to);
+"""
+
+
+def create_goals(db: "Database") -> None:
+    db.execute(TABLES)
+
+
+@dataclass(frozen=True)
+class Goal:
+    id: str
+    title: str
+    description: str | None
+    status: str
+    strategy: str | None
+    created_at: str
+    deadline: str | None
+    completed_at: str | None
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    goal_id: str
+    title: str
+    description: str | None
+    status: str
+    assigned_to: str | None
+    priority: int
+    dependencies: tuple[str, ...]
+    result: str | None
+    estimated_cost_cents: int
+    retry_count: int
+    max_retries: int
+    timeout_ms: int
+    started_at: str | None
+    completed_at: str | None
+
+
+_GOAL = "id, title, description, status, strategy, created_at, deadline, completed_at"
+_TASK = ("id, goal_id, title, description, status, assigned_to, priority, dependencies, result, estimated_cost_cents, "
+         "retry_count, max_retries, timeout_ms, started_at, completed_at")
+
+
+def _task(row: tuple) -> Task:
+    values = list(row)
+    try:
+        deps = orjson.loads(values[7] or "[]")
+    except orjson.JSONDecodeError:
+        deps = []
+    values[7] = tuple(str(d) for d in deps) if isinstance(deps, list) else ()
+    return Task(*values)
+
+
+def insert_goal(db: "Database", title: str, description: str | None, strategy: str | None, deadline: str | None,
+                now_ms: int) -> Goal:
+    goal_id = new_ulid(now_ms)
+    db.execute("INSERT INTO goals (id, title, description, status, strategy, created_at, deadline) "
+               "VALUES (?, ?, ?, 'active', ?, ?, ?)", (goal_id, title, description, strategy, to_iso(now_ms), deadline))
+    return get_goal(db, goal_id)
+
+
+def get_goal(db: "Database", goal_id: str) -> Goal | None:
+    row = db.query_one(f"SELECT {_GOAL} FROM goals WHERE id = ?", (goal_id,))
+    return Goal(*row) if row else None
+
+
+def goals(db: "Database", *, status: str | None = None, limit: int = 50) -> list[Goal]:
+    """Goals, newest first (of one status, if given)."""
+    where, params = ("WHERE status = ?", (status,)) if status else ("", ())
+    return [Goal(*row) for row in db.query(f"SELECT {_GOAL} FROM goals {where} ORDER BY created_at DESC, id DESC "
+                                           "LIMIT ?", (*params, limit))]
+
+
+def insert_task(db: "Database", goal_id: str, title: str, description: str | None, *, priority: int,
+                dependencies: list[str], estimated_cost_cents: int, timeout_ms: int, now_ms: int,
+                task_id: str | None = None) -> str:
+    task_id = task_id or new_ulid(now_ms)
+    db.execute("INSERT INTO task_graph (id, goal_id, title, description, status, priority, dependencies, "
+               "estimated_cost_cents, timeout_ms, created_at) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+               (task_id, goal_id, title, description, priority, orjson.dumps(dependencies).decode(),
+                estimated_cost_cents, timeout_ms, to_iso(now_ms)))
+    return task_id
+
+
+def tasks_of(db: "Database", goal_id: str) -> list[Task]:
+    """A goal's tasks in plan order."""
+    return [_task(row) for row in db.query(f"SELECT {_TASK} FROM task_graph WHERE goal_id = ? ORDER BY created_at, id",
+                                           (goal_id,))]
+
+
+def get_task(db: "Database", task_id: str) -> Task | None:
+    row = db.query_one(f"SELECT {_TASK} FROM task_graph WHERE id = ?", (task_id,))
+    return _task(row) if row else None
+
+
+def move_goal(db: "Database", goal_id: str, from_states: tuple[str, ...], to_state: str, now_ms: int) -> bool:
+    """``to_state`` if the goal is in one of ``from_states``; True when this call changed it."""
+    done = to_iso(now_ms) if to_state in ("completed", "failed") else None
+    db.execute(f"UPDATE goals SET status = ?, completed_at = COALESCE(?, completed_at) WHERE id = ? AND status IN "
+               f"({', '.join('?' * len(from_states))})", (to_state, done, goal_id, *from_states))
+    return db.connection.changes() == 1
+
+
+def move_task(db: "Database", task_id: str, from_states: tuple[str, ...], to_state: str, now_ms: int,
+              **columns: Any) -> bool:
+    """``to_state`` (with ``columns``: assigned_to, result, retry_count, started_at...) if the task is in one of
+    ``from_states``; True when this call changed it."""
+    stamps = {"running": "started_at", "completed": "completed_at", "failed": "completed_at",
+              "cancelled": "completed_at"}
+    if to_state in stamps and stamps[to_state] not in columns:
+        columns[stamps[to_state]] = to_iso(now_ms)
+    sets = ", ".join(f"{name} = ?" for name in ("status", *columns))
+    db.execute(f"UPDATE task_graph SET {sets} WHERE id = ? AND status IN ({', '.join('?' * len(from_states))})",
+               (to_state, *columns.values(), task_id, *from_states))
+    return db.connection.changes() == 1

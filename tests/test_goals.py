@@ -1,0 +1,122 @@
+"""Goals and their tasks on a real state.db, and the goal tools through the real agent with a scripted model
+(README: Goals)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from automaton_min.clock import from_iso
+from automaton_min.errors import UserError
+from automaton_min.goals.board import Blocked, cancel_goal, complete_task, create_goal, fail_task, ready_tasks
+from automaton_min.goals.events import recent_events
+from automaton_min.goals.plan import PlanRefused, check_plan, store_plan
+from automaton_min.goals.todo import todo_block
+from automaton_min.store.goals import get_goal, get_task, tasks_of
+from automaton_min.store.kv import get_value
+from standins.model_servers import OpenAIServer, openai_answer
+
+ME = "0x" + "a1" * 20
+PLAN = [{"title": "Write the poem"}, {"title": "Check the rhymes"},
+        {"title": "Publish it", "depends_on": [1, 2], "priority": 90}]
+
+
+def planned_goal(db, clock, plan=PLAN):
+    goal = create_goal(db, "Sell a poem", "One poem, sold.", actor=ME, now_ms=clock())
+    with db.transaction():
+        ids = store_plan(db, goal.id, check_plan(plan), clock())
+    return goal, ids
+
+
+@pytest.mark.parametrize("plan, said", [
+    ([{"title": "a", "depends_on": [2]}, {"title": "b", "depends_on": [1]}], "a cycle: tasks 1 -> 2 -> 1"),
+    ([{"title": "a", "depends_on": [1]}], "task 1 depends on itself"),
+    ([{"title": "a", "depends_on": [3]}], "task 1 depends on task 3, which the plan does not have"),
+    ([{"title": "a", "estimated_cost_cents": -1}], "estimated_cost_cents is a whole number, not negative"),
+    ([{"title": "a", "timeout_ms": 0}], "timeout_ms is a positive whole number"),
+    ([{"title": " "}], "task 1: a title of 1 to 200 characters"),
+    ([], "a plan is a list of 1 to 12 tasks"),
+    ("three tasks", "a plan is a list of 1 to 12 tasks"),
+])
+def test_a_wrong_plan_is_refused_with_the_reason(plan, said):
+    with pytest.raises(PlanRefused, match=said.replace("(", r"\(")):
+        check_plan(plan)
+
+
+def test_one_goal_at_a_time_and_a_plan_worked_through_to_the_goals_end(db, clock):
+    goal, (write, check, publish) = planned_goal(db, clock)
+    with pytest.raises(Blocked, match="'Sell a poem' is active"):
+        create_goal(db, "Another", None, actor=ME, now_ms=clock())
+    assert [t.title for t in ready_tasks(db, goal.id)] == ["Write the poem", "Check the rhymes"]
+    complete_task(db, write, "written", actor=ME, now_ms=clock())
+    with pytest.raises(UserError, match="is completed; nothing changed"):
+        complete_task(db, write, "again", actor=ME, now_ms=clock())  # exactly once
+    assert [t.title for t in ready_tasks(db, goal.id)] == ["Check the rhymes"]
+    complete_task(db, check, "fine", actor=ME, now_ms=clock())
+    assert [t.title for t in ready_tasks(db, goal.id)] == ["Publish it"]
+    assert "- [x] Write the poem (completed by you" in todo_block(db)
+    assert "- [ ] Publish it (ready;" in todo_block(db)
+    complete_task(db, publish, "sold for $1", actor=ME, now_ms=clock())
+    assert get_goal(db, goal.id).status == "completed" and todo_block(db) is None
+    assert [e.type for e in recent_events(db, goal_id=goal.id)] == ["goal_created", "task_completed",
+                                                                     "task_completed", "task_completed",
+                                                                     "goal_completed"]
+
+
+def test_a_failing_task_is_retried_then_fails_its_dependents_and_the_goal(db, clock):
+    goal, (write, check, publish) = planned_goal(db, clock)
+    for attempt in range(3):
+        assert fail_task(db, write, f"try {attempt} failed", actor=ME, now_ms=clock()).status == "pending"
+    assert get_task(db, write).retry_count == 3
+    assert fail_task(db, write, "no luck", actor=ME, now_ms=clock()).status == "failed"
+    assert get_task(db, publish).status == "blocked" and get_task(db, check).status == "pending"
+    complete_task(db, check, "fine", actor=ME, now_ms=clock())
+    assert get_goal(db, goal.id).status == "failed"
+
+
+def test_a_cancelled_goal_cancels_its_open_tasks_and_frees_the_board(db, clock):
+    goal, (write, _, _) = planned_goal(db, clock)
+    complete_task(db, write, "written", actor=ME, now_ms=clock())
+    cancel_goal(db, goal.id, "no buyers", actor=ME, now_ms=clock())
+    assert [t.status for t in tasks_of(db, goal.id)] == ["completed", "cancelled", "cancelled"]
+    assert create_goal(db, "Sell a song", None, actor=ME, now_ms=clock()).status == "active"
+
+
+# --------------------------------------------------------------------------- through the agent
+
+
+@pytest.fixture
+def model():
+    with OpenAIServer(mode="llamacpp") as server:
+        yield server
+
+
+def call(tool: str, **arguments) -> tuple[str, str, str]:
+    return ("call_0", tool, json.dumps(arguments))
+
+
+def test_create_goal_while_one_is_active_sleeps_120_then_240_s_with_no_model_call_between(agent_for, model, clock):
+    agent = agent_for()
+    model.script(openai_answer(None, [call("create_goal", title="Sell a poem", tasks=PLAN)]),
+                 openai_answer(None, [call("create_goal", title="Sell a song")]))
+    agent.loop.run_cycle("work")
+    assert len(model.requests) == 2 and get_value(agent.db, "blocked_goal_backoff") == "120000"
+    assert from_iso(get_value(agent.db, "sleep_until")) - clock() == 120_000
+    assert "# Active Goals" not in json.dumps(model.requests[0].body)  # not yet: the todo block comes later
+
+    clock.advance(120_000)
+    model.script(openai_answer(None, [call("create_goal", title="Sell a song")]))
+    agent.loop.run_cycle("timer")
+    assert len(model.requests) == 3 and get_value(agent.db, "blocked_goal_backoff") == "240000"
+    assert from_iso(get_value(agent.db, "sleep_until")) - clock() == 240_000
+    results = [r for (r,) in agent.db.query("SELECT result FROM tool_calls WHERE name = 'create_goal' ORDER BY rowid")]
+    assert results[0].startswith("Goal 'Sell a poem' created") and "with 3 tasks" in results[0]
+    assert all(r.startswith("BLOCKED: goal 'Sell a poem' is active") for r in results[1:])
+
+    goal_id = agent.db.scalar("SELECT id FROM goals WHERE status = 'active'")
+    agent.db.execute("UPDATE goals SET status = 'completed' WHERE id = ?", (goal_id,))
+    clock.advance(240_000)
+    model.script(openai_answer(None, [call("create_goal", title="Sell a song")]), openai_answer("Planned."))
+    agent.loop.run_cycle("timer")
+    assert get_value(agent.db, "blocked_goal_backoff") is None  # a goal created clears the back-off
