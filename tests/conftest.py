@@ -44,6 +44,15 @@ def fresh_circuit_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def fresh_message_rate_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with no sender over the inbox's rate limit: the process-wide limiter counts per sender, and
+    tests on one fixed clock would otherwise add up one another's messages from the same address."""
+    from automaton_min.social import injection
+
+    monkeypatch.setattr(injection, "DEFAULT_LIMITER", injection.RateLimiter())
+
+
+@pytest.fixture(autouse=True)
 def reset_logging():
     """Leave the package logger as a fresh process has it after every test."""
     yield
