@@ -103,7 +103,11 @@ def test_create_goal_while_one_is_active_sleeps_120_then_240_s_with_no_model_cal
     agent.loop.run_cycle("work")
     assert len(model.requests) == 2 and get_value(agent.db, "blocked_goal_backoff") == "120000"
     assert from_iso(get_value(agent.db, "sleep_until")) - clock() == 120_000
-    assert "# Active Goals" not in json.dumps(model.requests[0].body)  # not yet: the todo block comes later
+    assert "# Active Goals" not in json.dumps(model.requests[0].body)
+    todo = json.dumps(model.requests[1].body)  # the turn after: the plan in front of the model
+    assert "# Active Goals" in todo and "## Goal: Sell a poem [$0.00 budget, $0.00 spent]" in todo
+    assert "- [ ] Write the poem (ready;" in todo and "- [ ] Publish it (pending;" in todo
+    assert "(recent: goal 'Sell a poem' created)" in todo
 
     clock.advance(120_000)
     model.script(openai_answer(None, [call("create_goal", title="Sell a song")]))
@@ -120,3 +124,28 @@ def test_create_goal_while_one_is_active_sleeps_120_then_240_s_with_no_model_cal
     model.script(openai_answer(None, [call("create_goal", title="Sell a song")]), openai_answer("Planned."))
     agent.loop.run_cycle("timer")
     assert get_value(agent.db, "blocked_goal_backoff") is None  # a goal created clears the back-off
+
+
+def test_status_and_the_synopsis_show_the_active_goal_and_its_progress(cli, set_up, clock):
+    from automaton_min.store.db import open_database
+
+    with open_database(set_up.default_db_path, now=clock) as db:
+        goal, (write, _, _) = planned_goal(db, clock)
+        complete_task(db, write, "written", actor=ME, now_ms=clock())
+    shown = json.loads(cli("status", "--json").stdout)["goal"]
+    assert (shown["title"], shown["done"], shown["total"]) == ("Sell a poem", 1, 3)
+    assert shown["tasks"] == {"completed": 1, "pending": 2}
+    assert "  goal           'Sell a poem': 1 of 3 tasks done" in cli("status").stdout
+
+
+def test_retention_keeps_the_newest_goal_events(db, clock):
+    from automaton_min.goals.events import KEEP, record_event
+    from automaton_min.heartbeat.retention import prune_all
+    from automaton_min.config import config_from
+
+    with db.transaction():
+        for n in range(KEEP + 5):
+            record_event(db, "task_completed", ME, f"event {n}", clock() + n)
+    assert prune_all(db, config_from({}), clock())["event_stream"] == 5
+    assert db.scalar("SELECT COUNT(*) FROM event_stream") == KEEP
+    assert [e.content for e in recent_events(db, limit=1)] == [f"event {KEEP + 4}"]

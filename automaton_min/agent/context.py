@@ -156,7 +156,7 @@ def _tail(parts: ContextParts, pending_text: str | None, *, memories: Retrieved 
     if parts.status:
         head.append(parts.status)
     if parts.goals:
-        head.append("--- YOUR GOALS (set_goal / complete_goal) ---\n" + "\n".join(parts.goals) + "\n--- END GOALS ---")
+        head.append("--- YOUR GOALS ---\n" + "\n".join(parts.goals) + "\n--- END GOALS ---")
     rest: list[str] = []
     if references:
         rest.append("--- EARLIER TURNS (not shown whole) ---\n" + "\n".join(references) + "\n--- END EARLIER TURNS ---")

@@ -34,6 +34,7 @@ LOADED_TURNS = 40
 KEEP_SHARE = 0.5
 MIN_FOLD = 6  # turns: fewer are shown as compact references until there are enough to be worth a model call
 MAX_GOALS, GOAL_CHARS = 10, 300
+RECENT_GOAL_EVENTS = 3  # the goals board's latest events, under its todo block
 QUERY_THOUGHT_CHARS = 500
 SUMMARY_MAX_TOKENS = 600
 SUMMARY_INSTRUCTIONS = """\
@@ -129,12 +130,20 @@ class TurnContextBuilder:
                             query=self._query(pending, turns), notes=tuple(notes))
 
     def _goals(self) -> list[str]:
+        """The goal notes (set_goal), then the goals board: the todo block and its latest events."""
+        from automaton_min.goals.events import recent_events
+        from automaton_min.goals.todo import todo_block
+
         entries = [e for e in WorkingMemory(self.db, self.now).session(AGENT_SESSION) if e.content_type == "goal"]
         lines = []
         for entry in entries[:MAX_GOALS]:
             content = " ".join(entry.content.split())
             content = content if len(content) <= GOAL_CHARS else content[: GOAL_CHARS - 1] + "…"
             lines.append(f"- {content} (goal id {entry.id})")
+        todo = todo_block(self.db)
+        if todo:
+            lines.append(todo)
+            lines += [f"(recent: {event.content})" for event in recent_events(self.db, limit=RECENT_GOAL_EVENTS)]
         return lines
 
     @staticmethod

@@ -10,6 +10,7 @@ from automaton_min.cli.common import emit_json, emit_rows, home_of, load_config_
 from automaton_min.cli.logs_cmd import ending_text
 from automaton_min.heartbeat.parts import turn_off_hint
 from automaton_min.runtime.status import gather_status
+from automaton_min.store.goals import progress_line
 
 
 def format_usdc(atomic: int) -> str:
@@ -183,6 +184,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("children", f"{info['children']['alive']} alive / {info['children']['total']} total"
          if info["children"]["total"] else f"none; cannot spawn: {info['children']['cannotSpawn']}"
          if info["children"]["cannotSpawn"] else None),
+        ("goal", progress_line(info["goal"]) if info["goal"] else None),
         ("soul", _soul(info["soul"])),
         ("updates", _update(info)),
         ("home", info["home"]),

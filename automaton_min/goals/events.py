@@ -44,7 +44,11 @@ def recent_events(db: "Database", *, limit: int = 10, goal_id: str | None = None
     return [Event(*row) for row in reversed(rows)]
 
 
-def prune_events(db: "Database", keep: int = KEEP) -> int:
-    db.execute("DELETE FROM event_stream WHERE id IN (SELECT id FROM event_stream ORDER BY created_at DESC, id DESC "
-               "LIMIT -1 OFFSET ?)", (keep,))
+def prune_events(db: "Database", batch: int, keep: int = KEEP) -> int:
+    """The oldest events beyond ``keep``, at most ``batch`` of them (retention)."""
+    count = int(db.scalar("SELECT COUNT(*) FROM event_stream", default=0))
+    if count <= keep:
+        return 0
+    db.execute("DELETE FROM event_stream WHERE id IN (SELECT id FROM event_stream ORDER BY created_at, id LIMIT ?)",
+               (min(batch, count - keep),))
     return db.connection.changes()

@@ -81,6 +81,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
     from automaton_min.store.wake import prune_consumed
     from automaton_min.store.inbox import prune_processed
     from automaton_min.store.modifications import prune as prune_modifications
+    from automaton_min.goals.events import prune_events
     from automaton_min.store.turns import prune_turns
     from automaton_min.treasury.ledger import prune_resolved
     from automaton_min.treasury.spend import SpendTracker
@@ -121,6 +122,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
                                                (to_iso(older("sent_messages")),)),
         "turns": turns_step,
         "modifications": lambda: prune_modifications(db, BATCH),
+        "event_stream": lambda: prune_events(db, BATCH),
         "failed_turns": lambda: _delete_batch(db, "failed_turns", "id", "timestamp < ?",
                                               (to_iso(older("failed_turns")),)),
     }

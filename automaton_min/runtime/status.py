@@ -20,6 +20,7 @@ from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.children.ready import spawn_blocker
 from automaton_min.store.children import counts as children_counts
+from automaton_min.store.goals import active_progress
 from automaton_min.update.baked import this_build
 from automaton_min.store.modifications import latest_change
 from automaton_min.store.sqlite import table_exists
@@ -119,6 +120,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         changed = latest_change(db, "update")
         soul = _soul(db)
         alive, total = children_counts(db)
+        goal = active_progress(db)
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
@@ -155,6 +157,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         # what keeps a Conway agent from spawning (a local-only agent has no children to expect)
         "children": {"alive": alive, "total": total,
                      "cannotSpawn": spawn_blocker(config, this_build()) if config.get("conwayApiKey") else None},
+        "goal": goal,
         "soul": soul,
         "update": update or None,
         "lastUpdateChange": changed,

@@ -171,3 +171,25 @@ def move_task(db: "Database", task_id: str, from_states: tuple[str, ...], to_sta
     db.execute(f"UPDATE task_graph SET {sets} WHERE id = ? AND status IN ({', '.join('?' * len(from_states))})",
                (to_state, *columns.values(), task_id, *from_states))
     return db.connection.changes() == 1
+
+
+def active_progress(db: "Database") -> dict[str, Any] | None:
+    """The active goal and its tasks by state (for ``status`` and ``system_synopsis``); None without one."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "goals"):  # a read-only open of a database older than the table
+        return None
+    row = db.query_one("SELECT id, title, created_at FROM goals WHERE status = 'active' "
+                       "ORDER BY created_at DESC, id DESC LIMIT 1")
+    if row is None:
+        return None
+    states = dict(db.query("SELECT status, COUNT(*) FROM task_graph WHERE goal_id = ? GROUP BY status", (row[0],)))
+    return {"id": row[0], "title": row[1], "createdAt": row[2], "tasks": states,
+            "done": states.get("completed", 0), "total": sum(states.values())}
+
+
+def progress_line(progress: dict[str, Any] | None) -> str:
+    """``'Sell a poem': 1 of 3 tasks done`` or ``none``."""
+    if progress is None:
+        return "none"
+    return f"{progress['title']!r}: {progress['done']} of {progress['total']} tasks done"

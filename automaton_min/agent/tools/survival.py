@@ -18,6 +18,7 @@ from automaton_min.clock import from_iso, to_iso
 from automaton_min.errors import AutomatonError
 from automaton_min.store.identity import read_identity
 from automaton_min.store.children import counts as children_counts
+from automaton_min.store.goals import active_progress, progress_line
 from automaton_min.store.kv import get_value, set_value
 from automaton_min.store.turns import count_turns, last_turn_timestamp
 from automaton_min.tiers import tier_for_credits
@@ -100,6 +101,7 @@ def run_system_synopsis(ctx: ToolContext, args: dict[str, Any]) -> str:
         f" critical: {strategy.get('criticalModel', 'unknown')})",
         f"Sandbox: {'Conway sandbox ' + sandbox if sandbox else 'local mode (this machine)'}",
         "Children: {} alive / {} total".format(*children_counts(ctx.db)),
+        f"Active goal: {progress_line(active_progress(ctx.db))}",
         f"Conway API: {'configured' if ctx.services.conway is not None else 'not configured'}",
         f"Last heartbeat ping: {ping_at or 'never'}",
     ]
