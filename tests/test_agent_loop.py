@@ -369,3 +369,18 @@ def test_a_weekday_name_in_a_cron_passes_the_tool_the_policy_and_the_scheduler(a
     clock.ms = from_iso("2026-11-23T09:00:00.000Z")
     scheduler.run_due(agent.db, clock())
     assert len(ran) == 2 and ran[1] == clock()
+
+
+def test_a_turn_of_status_checks_only_leaves_the_context_once_another_follows(agent_for, model) -> None:
+    agent = agent_for()
+    model.script(openai_answer(None, [call("check_usdc_balance")]),
+                 openai_answer(None, [call("write_file", path="a.md", content="x")]),
+                 openai_answer("done"))
+    agent.loop.run_cycle("test")
+
+    def calls_in(request) -> list[str]:
+        return [c["function"]["name"] for m in request.body["messages"] for c in m.get("tool_calls") or ()]
+
+    assert calls_in(model.requests[1]) == ["check_usdc_balance"]  # the newest turn always shows
+    assert calls_in(model.requests[2]) == ["write_file"]  # then the idle one is left out
+    assert agent.db.scalar("SELECT COUNT(*) FROM turns") == 3  # and kept, for the summary

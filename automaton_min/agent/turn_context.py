@@ -18,6 +18,7 @@ from automaton_min.errors import RuntimeFailure
 from automaton_min.inference.router import BudgetDenied, Route, Router, tools_text, worst_case_tokens
 from automaton_min.inference.types import Message, ToolSchema
 from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_through, wake_reference
+from automaton_min.memory.classify import MESSAGE_SOURCES
 from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.retrieval import MemoryRetriever
 from automaton_min.memory.stores import WorkingMemory
@@ -92,6 +93,7 @@ class TurnContextBuilder:
     events: EventLog | None = None
     counter: TokenCounter | None = None
     loaded_turns: int = LOADED_TURNS
+    idle_tools: frozenset[str] = frozenset()  # status checks: a turn of nothing else is left out of the context
 
     def __post_init__(self) -> None:
         self.assembler = ContextAssembler(self.retriever, self.counter)
@@ -123,6 +125,7 @@ class TurnContextBuilder:
         loaded = recent_turns(self.db, self.loaded_turns + 1, after=folded_through(self.db))
         more = len(loaded) > self.loaded_turns
         turns = loaded[-self.loaded_turns:]
+        turns = [turn for turn in turns[:-1] if not self._idle(turn)] + turns[-1:]  # the newest always shows
         now_ms = self.now()
         events = [wake_reference(e, estimate_tokens) for e in self.events.recent(now_ms)] if self.events else []
         return ContextParts(system=system, tools=tools, turns=turns, more_turns=more, pending=pending, status=status,
@@ -145,6 +148,12 @@ class TurnContextBuilder:
             lines.append(todo)
             lines += [f"(recent: {event.content})" for event in recent_events(self.db, limit=RECENT_GOAL_EVENTS)]
         return lines
+
+    def _idle(self, turn: StoredTurn) -> bool:
+        """A turn of status checks only that read no message: left out of the context (it still folds into the
+        summary; a wake-up's reason stays among the wake events)."""
+        return (turn.input_source not in MESSAGE_SOURCES and bool(turn.tool_calls)
+                and all(call.name in self.idle_tools for call in turn.tool_calls))
 
     @staticmethod
     def _query(pending: Message | None, turns: Sequence[StoredTurn]) -> str:

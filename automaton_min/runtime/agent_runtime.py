@@ -137,7 +137,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     from automaton_min.heartbeat.control import HeartbeatControl
     from automaton_min.agent.policy import PolicyEngine, default_rules
     from automaton_min.agent.policy.rules_command import kernel_confines
-    from automaton_min.agent.tools.builtin import builtin_tools
+    from automaton_min.agent.tools.builtin import STATUS_CHECK_TOOLS, builtin_tools
     from automaton_min.conway.client import ConwayClient
     from automaton_min.social.relay import RelayClient
 
@@ -194,7 +194,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
                             disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
                             if schedule_changed is not None else None, release=release or this_build())
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
-                                 HistoryFolder(db, now), events=WakeEventLog(db))
+                                 HistoryFolder(db, now), events=WakeEventLog(db), idle_tools=STATUS_CHECK_TOOLS)
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now,
                      services=services, metrics=metrics, context=context, progress=progress)
     set_value(db, "start_time", to_iso(now()), now())
