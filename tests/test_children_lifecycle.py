@@ -84,7 +84,7 @@ def test_a_reference_children_table_gains_the_later_columns_and_keeps_its_rows(t
                "(datetime('now')), last_checked TEXT)")  # the reference's first form
     db.execute("INSERT INTO children (id, name, address, sandbox_id, genesis_prompt) VALUES "
                "('old', 'elder', '0x" + "cd" * 20 + "', 'sbx-old', 'Purpose.')")
-    assert migrate(db, MIGRATIONS, clock) == ["children"]
+    assert migrate(db, [m for m in MIGRATIONS if m.version <= 115], clock) == ["children"]
     assert {"role", "chain_type"} <= set(columns_of(db, "children"))
     assert [(c.name, c.status) for c in list_children(db)] == [("elder", "spawning")] and counts(db) == (1, 1)
     young = request(db, "new", "young", "Purpose.", None, clock())  # its NOT NULL columns take '' until known

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from automaton_min.social.injection import (
-    DEFAULT_LIMITER,
     MAX_MESSAGE_BYTES,
     PLACEHOLDER,
     TOOL_RESULT_MAX_LENGTH,
@@ -175,10 +174,12 @@ def test_expired_sources_are_swept() -> None:
 
 
 def test_sanitize_uses_the_process_limiter_by_default() -> None:
+    from automaton_min.social import injection
+
     source = "default-limiter-test"
-    before = DEFAULT_LIMITER.tracked(source)
+    before = injection.DEFAULT_LIMITER.tracked(source)  # each test's own (conftest: fresh_message_rate_limit)
     sanitize("hi", source, now_ms=T0)
-    assert DEFAULT_LIMITER.tracked(source) == before + 1
+    assert injection.DEFAULT_LIMITER.tracked(source) == before + 1
 
 
 # ---------------------------------------------------------------- size limit
