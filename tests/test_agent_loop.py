@@ -371,7 +371,13 @@ def test_a_weekday_name_in_a_cron_passes_the_tool_the_policy_and_the_scheduler(a
     assert len(ran) == 2 and ran[1] == clock()
 
 
-def test_a_turn_of_status_checks_only_leaves_the_context_once_another_follows(agent_for, model) -> None:
+def test_a_turn_of_status_checks_only_leaves_the_context_when_the_history_is_laid_out_again(agent_for, model,
+                                                                                           clock) -> None:
+    import orjson
+
+    from automaton_min.memory.compression import FOLD_MARKER_KEY
+    from automaton_min.store.kv import set_value
+
     agent = agent_for()
     model.script(openai_answer(None, [call("check_usdc_balance")]),
                  openai_answer(None, [call("write_file", path="a.md", content="x")]),
@@ -381,6 +387,11 @@ def test_a_turn_of_status_checks_only_leaves_the_context_once_another_follows(ag
     def calls_in(request) -> list[str]:
         return [c["function"]["name"] for m in request.body["messages"] for c in m.get("tool_calls") or ()]
 
-    assert calls_in(model.requests[1]) == ["check_usdc_balance"]  # the newest turn always shows
-    assert calls_in(model.requests[2]) == ["write_file"]  # then the idle one is left out
-    assert agent.db.scalar("SELECT COUNT(*) FROM turns") == 3  # and kept, for the summary
+    assert calls_in(model.requests[2]) == ["check_usdc_balance", "write_file"]  # appended: the prefix stays put
+    clock.advance(1000)
+    set_value(agent.db, FOLD_MARKER_KEY, orjson.dumps({"timestamp": "2000-01-01T00:00:00.000Z", "id": "",
+                                                       "at": clock()}).decode(), clock())  # a fold, nothing folded
+    model.script(openai_answer("still done"))
+    agent.loop.run_cycle("test")
+    assert calls_in(model.requests[3]) == ["write_file"]  # laid out again: the idle turn is gone
+    assert agent.db.scalar("SELECT COUNT(*) FROM turns") == 4  # and kept, for the summary

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from automaton_min.agent.context import (RECENT_ALWAYS, AssembledContext, ContextAssembler, ContextParts, size_of,
                                          turn_messages)
-from automaton_min.clock import Clock
+from automaton_min.clock import Clock, from_iso
 from automaton_min.errors import RuntimeFailure
 from automaton_min.inference.router import BudgetDenied, Route, Router, tools_text, worst_case_tokens
 from automaton_min.inference.types import Message, ToolSchema
-from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_through, wake_reference
+from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_at, folded_through, wake_reference
 from automaton_min.memory.classify import MESSAGE_SOURCES
 from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.retrieval import MemoryRetriever
@@ -125,7 +125,9 @@ class TurnContextBuilder:
         loaded = recent_turns(self.db, self.loaded_turns + 1, after=folded_through(self.db))
         more = len(loaded) > self.loaded_turns
         turns = loaded[-self.loaded_turns:]
-        turns = [turn for turn in turns[:-1] if not self._idle(turn)] + turns[-1:]  # the newest always shows
+        laid_out = folded_at(self.db)  # idle turns go when the history is laid out again: the prefix stays put
+        turns = [turn for turn in turns[:-1] if not (laid_out and self._idle(turn)
+                                                     and from_iso(turn.timestamp) <= laid_out)] + turns[-1:]
         now_ms = self.now()
         events = [wake_reference(e, estimate_tokens) for e in self.events.recent(now_ms)] if self.events else []
         return ContextParts(system=system, tools=tools, turns=turns, more_turns=more, pending=pending, status=status,
@@ -150,8 +152,8 @@ class TurnContextBuilder:
         return lines
 
     def _idle(self, turn: StoredTurn) -> bool:
-        """A turn of status checks only that read no message: left out of the context (it still folds into the
-        summary; a wake-up's reason stays among the wake events)."""
+        """A turn of status checks only that read no message: left out of the context from the next fold on (it
+        still folds into the summary; a wake-up's reason stays among the wake events)."""
         return (turn.input_source not in MESSAGE_SOURCES and bool(turn.tool_calls)
                 and all(call.name in self.idle_tools for call in turn.tool_calls))
 

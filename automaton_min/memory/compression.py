@@ -131,6 +131,16 @@ def folded_through(db: "Database") -> tuple[str, str] | None:
         return None
 
 
+def folded_at(db: "Database") -> int | None:
+    """When the last fold happened (epoch ms): the history's layout was rebuilt then; ``None`` before any."""
+    raw = get_value(db, FOLD_MARKER_KEY)
+    try:
+        at = orjson.loads(raw).get("at") if raw else None
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return at if type(at) is int else None
+
+
 def transcript(turns: Sequence[StoredTurn]) -> str:
     """The folded turns as the summarizer reads them, each part cut short."""
     def cut(text: str | None, limit: int) -> str:
@@ -192,6 +202,6 @@ class HistoryFolder:
         with self.db.transaction():
             store.save(self.session_id, text, turn_count=(previous.turn_count if previous else 0) + len(turns),
                                total_tokens=(previous.total_tokens if previous else 0) + original)
-            set_value(self.db, FOLD_MARKER_KEY, orjson.dumps({"timestamp": last.timestamp, "id": last.id}).decode(),
-                      self.now())
+            set_value(self.db, FOLD_MARKER_KEY, orjson.dumps({"timestamp": last.timestamp, "id": last.id,
+                                                             "at": self.now()}).decode(), self.now())
         return FoldResult(len(turns), original, count(text), bool(made and made.strip()))
