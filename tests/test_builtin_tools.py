@@ -59,7 +59,7 @@ MEMORY_MUTATING = {"remember_fact", "set_goal", "complete_goal", "save_procedure
 MEMORY_IDLE_ONLY = {"recall_facts", "recall_procedure", "review_memory"}
 CHILDREN = {"spawn_child", "start_child", "fund_child", "list_children", "check_child_status", "message_child",
             "verify_child_constitution", "prune_dead_children"}
-GOALS = {"create_goal", "list_goals", "get_plan", "orchestrator_status", "cancel_goal", "complete_task"}
+GOALS = {"create_goal", "list_goals", "get_plan", "orchestrator_status", "cancel_goal", "complete_task", "assign_task"}
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -154,7 +154,8 @@ def test_every_builtin_is_registered_with_a_strict_schema() -> None:
 
 
 def test_flags_match_the_inventory() -> None:
-    assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING | {"stop_job"}  # stop_job is ours (background jobs)
+    # ours: stop_job (background jobs), assign_task (a goal's task to a child)
+    assert MUTATING_TOOLS == INVENTORY_MUTATING | MEMORY_MUTATING | {"stop_job", "assign_task"}
     assert STATUS_CHECK_TOOLS == IDLE_ONLY_TOOLS == INVENTORY_IDLE_ONLY | MEMORY_IDLE_ONLY | {"view_soul", "view_soul_history",
                                                                                      "reflect_on_soul"}
     assert "read_file" not in MUTATING_TOOLS | STATUS_CHECK_TOOLS

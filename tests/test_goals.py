@@ -149,3 +149,91 @@ def test_retention_keeps_the_newest_goal_events(db, clock):
     assert prune_all(db, config_from({}), clock())["event_stream"] == 5
     assert db.scalar("SELECT COUNT(*) FROM event_stream") == KEEP
     assert [e.content for e in recent_events(db, limit=1)] == [f"event {KEEP + 4}"]
+
+
+# --------------------------------------------------------------------------- a task given to a child
+
+
+CHILD_KEY = bytes.fromhex("c1" * 32)
+
+
+@pytest.fixture
+def relay(clock):
+    from standins.social_relay import SocialRelay
+
+    with SocialRelay(clock) as server:
+        yield server
+
+
+def a_healthy_child(db, clock) -> str:
+    from eth_account import Account
+
+    from automaton_min.children.lifecycle import request, transition
+
+    address = Account.from_key(CHILD_KEY).address
+    request(db, "kid1", "kid", "Help.", None, clock())
+    for step, columns in (("sandbox_created", {"sandbox_id": "sb-kid"}), ("runtime_ready", {}),
+                          ("wallet_verified", {"address": address}), ("starting", {}), ("healthy", {})):
+        transition(db, "kid1", step, "test", clock(), **columns)
+    return address
+
+
+def poll(agent, relay):
+    from automaton_min.config import load_config
+    from automaton_min.heartbeat.social_inbox import check_social_inbox
+    from automaton_min.heartbeat.task_api import TaskContext
+
+    home = agent.loop.services.home
+    return check_social_inbox(TaskContext(agent.db, load_config(home, {}), home, agent.now, "normal",
+                                          agent.wallet.address, relay=agent.relay))
+
+
+def test_a_goal_done_by_the_agent_and_its_child_only_the_childs_signed_report_counts(agent_for, model, relay, clock):
+    agent = agent_for(socialRelayUrl=relay.url)
+    child = a_healthy_child(agent.db, clock)
+    model.script(openai_answer(None, [call("create_goal", title="Sell a poem", tasks=PLAN)]), openai_answer("ok"))
+    agent.loop.run_cycle("work")
+    goal_id = agent.db.scalar("SELECT id FROM goals")
+    write, check, publish = (f"{goal_id}-t{n}" for n in (1, 2, 3))
+    model.script(openai_answer(None, [call("complete_task", task_id=write, result="written")]),
+                 openai_answer(None, [call("assign_task", task_id=check, child_id="kid1")]), openai_answer("waiting"))
+    agent.loop.run_cycle("work")
+    [given] = [m for m in relay.log if m["to"] == child.lower()]
+    assert f"answer me with exactly: task done {check}:" in given["content"]
+    assert get_task(agent.db, check).status == "assigned" and get_task(agent.db, check).assigned_to == child.lower()
+
+    stranger = bytes.fromhex("5e" * 32)
+    from eth_account import Account
+
+    relay.inject(relay.signed_message(stranger, Account.from_key(stranger).address, agent.wallet.address,
+                                      f"task done {check}: all fine, trust me"))
+    assert "not from its assignee was ignored" in poll(agent, relay).summary
+    assert get_task(agent.db, check).status == "assigned"
+    relay.inject(relay.signed_message(CHILD_KEY, child, agent.wallet.address, f"task done {check}: rhymes checked"))
+    assert f"task {check} completed by {child.lower()}" in poll(agent, relay).summary
+    assert get_task(agent.db, check).result == "rhymes checked"
+
+    model.script(openai_answer(None, [call("complete_task", task_id=publish, result="sold")]), openai_answer("ok"))
+    agent.loop.run_cycle("work")
+    assert get_goal(agent.db, goal_id).status == "completed"
+    todo = [json.dumps(r.body) for r in model.requests]
+    assert any("- [x] Check the rhymes (completed by " + child.lower() in body for body in todo)
+
+
+def test_a_task_given_to_a_child_that_times_out_is_tried_again_then_fails_and_blocks(db, clock):
+    from automaton_min.goals.delegate import assign, expire_overdue
+    from automaton_min.heartbeat.goals_task import check_goal_tasks
+    from automaton_min.heartbeat.task_api import TaskContext
+
+    child = a_healthy_child(db, clock)
+    goal, (write, check, publish) = planned_goal(db, clock, [{"title": "a", "timeout_ms": 60_000},
+                                                             {"title": "b"}, {"title": "c", "depends_on": [1]}])
+    context = TaskContext(db, None, None, clock, "normal", ME)
+    for attempt in range(4):
+        assert assign(db, write, child, actor=ME, now_ms=clock())
+        assert check_goal_tasks(context).summary == "no task overdue"
+        clock.advance(60_001)
+        outcome = check_goal_tasks(context)
+        assert "timed out" in outcome.summary and outcome.wake
+    assert get_task(db, write).status == "failed" and get_task(db, publish).status == "blocked"
+    assert expire_overdue(db, tasks_of(db, goal.id), clock(), actor=ME) == []  # each change once

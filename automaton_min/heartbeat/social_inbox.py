@@ -78,11 +78,26 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
         delete_value(ctx.db, BACKOFF_KEY)
         log.info("relay answers again", extra={"failures": backoff.get("failures")})
     outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
+    outcomes += task_reports(ctx, stored)
     summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
     if not stored and not outcomes:
         return TaskResult(summary, reached=("relay",))
     return TaskResult(summary, wake=wake_reason(stored, creator, outcomes),
                       wake_payload={"source": "social", "messageIds": [m.id for m in stored]}, reached=("relay",))
+
+
+def task_reports(ctx: TaskContext, stored: list) -> list[str]:
+    """A child's signed "task done <id>: ..." completes the task given to it (goals/delegate.py); others change
+    nothing."""
+    from automaton_min.goals.delegate import take_report
+    from automaton_min.store.inbox import get_message
+
+    lines = []
+    for accepted in stored:
+        message = get_message(ctx.db, accepted.id)
+        line = take_report(ctx.db, accepted.signed_by, message.content, ctx.now()) if message else None
+        lines += [line] if line else []
+    return lines
 
 
 def wake_reason(stored: list, creator: str | None, outcomes: list[str]) -> str:

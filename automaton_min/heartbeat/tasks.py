@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from automaton_min.clock import to_iso
+from automaton_min.heartbeat.goals_task import check_goal_tasks
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
 from automaton_min.log import get_logger
@@ -41,6 +42,7 @@ DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("check_for_updates", "0 */4 * * *", "dead", 1_200_000, 0, 11),
     TaskDefault("check_child_health", "*/10 * * * *", "critical", 900_000, 0, 12),
     TaskDefault("prune_dead_children", "37 3 * * *", "dead", 300_000, 1, 13),
+    TaskDefault("check_goal_tasks", "*/5 * * * *", "critical", 30_000, 1, 14),
 )
 EXTERNAL_TASKS = ("check_social_inbox", "report_metrics", "check_for_updates", "check_child_health",
                   "prune_dead_children")
@@ -310,6 +312,7 @@ def soul_reflection(ctx: TaskContext) -> TaskResult:
 
 
 BUILTIN_TASKS: dict[str, TaskFunction] = {
+    "check_goal_tasks": check_goal_tasks,
     "heartbeat_ping": heartbeat_ping,
     "check_credits": check_credits,
     "check_usdc_balance": check_usdc_balance,

@@ -22,6 +22,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "spawn_child", "fund_child",  # children: a new agent, credits to it
     "message_child",  # a child takes its parent's signed word as its creator's: no stranger's words go through it
     "start_child",  # a stranger does not revive a dead child (a known payee again) nor run its sandbox
+    "assign_task",  # a task given to a child is its creator's word too
 })
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import object_schema
-from automaton_min.errors import UserError
+from automaton_min.errors import AutomatonError, UserError
 
 BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
 FIRST_BACKOFF_MS, MAX_BACKOFF_MS = 120_000, 600_000
@@ -109,6 +109,30 @@ def run_complete_task(ctx: ToolContext, args: dict[str, Any]) -> str:
     return f"Task {task.title!r} completed.{after}"
 
 
+def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.agent.tools.loop_control import need
+    from automaton_min.goals.delegate import assign, assignment_text
+    from automaton_min.store.children import get_child
+    from automaton_min.store.goals import get_task
+
+    task, child = get_task(ctx.db, args["task_id"]), get_child(ctx.db, args["child_id"])
+    if task is None or task.status != "pending":
+        raise ToolFailure(f"task {args['task_id']!r} is {task.status if task else 'unknown'}: only a pending task "
+                          "is given to a child (get_plan)")
+    if child is None or child.status not in ("healthy", "starting"):
+        raise ToolFailure(f"child {args['child_id']!r} is {child.status if child else 'unknown'}: give tasks to a "
+                          "running child (list_children)")
+    relay = need(ctx, "relay")
+    try:
+        relay.send(child.address, assignment_text(task), db=ctx.db, turn_id=ctx.turn_id, call_index=ctx.call_index)
+    except AutomatonError as exc:
+        raise ToolFailure(f"task not given: {exc}") from None
+    if not assign(ctx.db, task.id, child.address, actor=_actor(ctx), now_ms=ctx.now()):
+        raise ToolFailure(f"task {task.title!r} was taken meanwhile; get_plan shows it")
+    return (f"Task {task.title!r} given to {child.name}; it completes when {child.name} reports it done "
+            f"(within {task.timeout_ms // 1000} s, or it is tried again).")
+
+
 TASK_ITEM = {"type": "object", "additionalProperties": False, "required": ["title"], "properties": {
     "title": {"type": "string", "minLength": 1, "maxLength": 200},
     "description": {"type": "string", "maxLength": 4000},
@@ -145,6 +169,11 @@ TOOLS = (
     _tool("cancel_goal", "Give up a goal: it fails and its open tasks are cancelled.",
           {"goal_id": GOAL_ID, "reason": {"type": "string", "maxLength": 500}}, ["goal_id"], run_cancel_goal,
           risk="caution"),
+    _tool("assign_task", "Give one of the active goal's ready tasks to one of your running children; its signed "
+          "report completes it.",
+          {"task_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The task's id (get_plan)"},
+           "child_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The child's id"}},
+          ["task_id", "child_id"], run_assign_task, risk="caution", mutating=True),
     _tool("complete_task", "Mark one of the active goal's tasks done, with what came of it.",
           {"task_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The task's id (get_plan)"},
            "result": {"type": "string", "maxLength": 4000, "description": "What was done"}},

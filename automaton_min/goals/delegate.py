@@ -1,0 +1,68 @@
+"""Tasks given to children and tasks that take too long (README: Goals). A child is given a task by a signed relay
+message; only a message signed by that child's wallet, saying ``task done <id>: <what came of it>``, completes it.
+A task assigned or running past its time-out is tried again, or fails."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from automaton_min.clock import from_iso, to_iso
+from automaton_min.goals.board import complete_task, fail_task
+from automaton_min.goals.events import record_event
+from automaton_min.store.goals import Task, get_task, move_task
+
+if TYPE_CHECKING:
+    from automaton_min.store.sqlite import Database
+
+REPORT = re.compile(r"\btask done ([A-Za-z0-9_-]{1,100}):\s*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def assignment_text(task: Task) -> str:
+    """The message a child is given a task by, saying how to report it done."""
+    about = f"\n{task.description}" if task.description else ""
+    return (f"A task for you: {task.title}{about}\nWhen it is done, answer me with exactly: task done {task.id}: "
+            "<what came of it>")
+
+
+def assign(db: "Database", task_id: str, child_address: str, *, actor: str, now_ms: int) -> bool:
+    """The task, pending, now assigned to the child (its time-out counts from now); False when it was not pending."""
+    with db.transaction():
+        task = get_task(db, task_id)
+        if task is None or not move_task(db, task.id, ("pending",), "assigned", now_ms,
+                                         assigned_to=child_address.lower(), started_at=to_iso(now_ms)):
+            return False
+        record_event(db, "task_assigned", actor, f"task {task.title!r} given to {child_address}", now_ms,
+                     goal_id=task.goal_id, task_id=task.id)
+    return True
+
+
+def take_report(db: "Database", signer: str | None, content: str, now_ms: int) -> str | None:
+    """A verified message that reports a task done: completes it if its signer is the task's assignee; a line on
+    what happened, or None when the message reports no known task."""
+    found = REPORT.search(content or "")
+    task = get_task(db, found.group(1)) if found else None
+    if task is None:
+        return None
+    if not signer or task.assigned_to != signer.lower() or task.status not in ("assigned", "running"):
+        with db.transaction():
+            record_event(db, "task_report_refused", signer or "unsigned",
+                         f"a report that task {task.title!r} is done, not from its assignee: ignored", now_ms,
+                         goal_id=task.goal_id, task_id=task.id)
+        return f"task {task.id}: a report not from its assignee was ignored"
+    complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms)
+    return f"task {task.id} completed by {signer.lower()}"
+
+
+def expire_overdue(db: "Database", tasks: list[Task], now_ms: int, *, actor: str) -> list[str]:
+    """Each of ``tasks`` assigned or running past its time-out: tried again (pending, unassigned) or failed."""
+    lines = []
+    for task in tasks:
+        if task.status not in ("assigned", "running") or not task.started_at:
+            continue
+        if from_iso(task.started_at) + task.timeout_ms > now_ms:
+            continue
+        after = fail_task(db, task.id, f"timed out after {task.timeout_ms // 1000} s", actor=actor, now_ms=now_ms)
+        lines.append(f"task {task.title!r} timed out: {after.status}")
+    return lines
+
