@@ -121,9 +121,36 @@ def test_create_goal_while_one_is_active_sleeps_120_then_240_s_with_no_model_cal
     goal_id = agent.db.scalar("SELECT id FROM goals WHERE status = 'active'")
     agent.db.execute("UPDATE goals SET status = 'completed' WHERE id = ?", (goal_id,))
     clock.advance(240_000)
-    model.script(openai_answer(None, [call("create_goal", title="Sell a song")]), openai_answer("Planned."))
+    model.script(openai_answer(None, [call("create_goal", title="Sell a song", tasks=PLAN[:1])]),
+                 openai_answer("Planned."))
     agent.loop.run_cycle("timer")
     assert get_value(agent.db, "blocked_goal_backoff") is None  # a goal created clears the back-off
+
+
+def test_a_goal_without_tasks_is_planned_by_the_planning_model_which_replans_a_wrong_plan(agent_for, model):
+    cycle = json.dumps({"tasks": [{"title": "a", "depends_on": [2]}, {"title": "b", "depends_on": [1]}]})
+    good = json.dumps({"tasks": [{"title": "Draft"}, {"title": "Polish", "depends_on": [1]}]})
+    agent = agent_for()
+    model.script(openai_answer(None, [call("create_goal", title="Write a song")]),
+                 openai_answer("Here is my plan: " + cycle), openai_answer(good), openai_answer("Planned."))
+    agent.loop.run_cycle("work")
+    goal_id = agent.db.scalar("SELECT id FROM goals")
+    assert [(t.title, t.dependencies) for t in tasks_of(agent.db, goal_id)] == [
+        ("Draft", ()), ("Polish", (f"{goal_id}-t1",))]
+    replan = model.requests[2].body["messages"]
+    assert "That plan is wrong: the plan has a cycle: tasks 1 -> 2 -> 1" in replan[-1]["content"]
+    assert agent.db.query("SELECT task_type FROM inference_costs ORDER BY rowid") == [
+        ("agent_turn",), ("planning",), ("planning",), ("agent_turn",)]
+
+
+def test_a_planner_that_never_gets_it_right_creates_no_goal_and_says_why(agent_for, model):
+    agent = agent_for()
+    model.script(openai_answer(None, [call("create_goal", title="Write a song")]),
+                 *[openai_answer("I cannot plan.") for _ in range(4)], openai_answer("I will give tasks."))
+    agent.loop.run_cycle("work")
+    [(error,)] = agent.db.query("SELECT error FROM tool_calls WHERE name = 'create_goal'")
+    assert "no usable plan after 3 replans (the answer holds no JSON); give the tasks yourself" in error
+    assert agent.db.scalar("SELECT COUNT(*) FROM goals") == 0 and len(model.requests) == 6
 
 
 def test_status_and_the_synopsis_show_the_active_goal_and_its_progress(cli, set_up, clock):

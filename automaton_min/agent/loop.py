@@ -63,6 +63,7 @@ class LoopState:
     low_compute: bool = False
     distress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    tier: str = "normal"  # this turn's survival tier (the planner's model is picked for it)
 
     def request_sleep(self, seconds: int, reason: str) -> None:
         self.sleep_request = (seconds, reason)
@@ -235,7 +236,7 @@ class AgentLoop:
         reading = self.hooks.finances(now_ms)
         credits, usdc = reading.credits_cents, reading.usdc_atomic
         tier, low_compute = self.hooks.survive(reading, now_ms)
-        loop_state = LoopState(low_compute=low_compute)
+        loop_state = LoopState(low_compute=low_compute, tier=tier)
         route = self.router.plan(tier, low_compute=loop_state.low_compute)
         message, source, authority = pending if pending else (None, None, answering)
         status = Status(self.hooks.state(), tier, credits, usdc, count_turns(self.db),

@@ -192,7 +192,8 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
     services = ToolServices(sandbox=sandbox, conway=conway, home=home, wallet_address=wallet.address,
                             balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay,
                             disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
-                            if schedule_changed is not None else None, release=release or this_build())
+                            if schedule_changed is not None else None, release=release or this_build(),
+                            router=router)
     context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
                                  HistoryFolder(db, now), events=WakeEventLog(db), idle_tools=STATUS_CHECK_TOOLS)
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now,

@@ -25,7 +25,8 @@ def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.store.kv import delete_value, get_value, set_value
 
     try:
-        planned = check_plan(args["tasks"]) if "tasks" in args else None
+        _no_goal_active(ctx)
+        planned = check_plan(args["tasks"]) if "tasks" in args else _planned(ctx, args)
         goal = create_goal(ctx.db, args["title"], args.get("description"), strategy=args.get("strategy"),
                            actor=_actor(ctx), now_ms=ctx.now())
     except Blocked as exc:
@@ -43,6 +44,27 @@ def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
         ids = store_plan(ctx.db, goal.id, planned, ctx.now()) if planned else []
     plan = f" with {len(ids)} tasks" if ids else " (no tasks yet)"
     return f"Goal {goal.title!r} created (id {goal.id}){plan}. get_plan shows what is ready."
+
+
+def _no_goal_active(ctx: ToolContext) -> None:
+    """``Blocked`` before any planning: a blocked create_goal costs no model call."""
+    from automaton_min.goals.board import Blocked
+    from automaton_min.store.goals import goals
+
+    active = goals(ctx.db, status="active", limit=1)
+    if active:
+        raise Blocked(f"goal {active[0].title!r} is active; finish its tasks or cancel_goal it first")
+
+
+def _planned(ctx: ToolContext, args: dict[str, Any]):
+    """The planner's plan when the call gives no tasks and a model can plan; else none (tasks come later)."""
+    from automaton_min.goals.planner import plan_goal
+
+    if ctx.services.router is None:
+        return None
+    tier = getattr(ctx.services.loop, "tier", "normal")
+    return plan_goal(ctx.services.router, args["title"], args.get("description"), args.get("strategy"), tier=tier,
+                     turn_id=ctx.turn_id)
 
 
 def run_list_goals(ctx: ToolContext, args: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from automaton_min.conway.sandbox import Sandbox
     from automaton_min.home import Home
     from automaton_min.inference.registry import ModelRegistry
+    from automaton_min.inference.router import Router
     from automaton_min.store.disk_reserve import DiskReserve
     from automaton_min.treasury.payer import Payer
     from automaton_min.update.baked import Build
@@ -29,6 +30,7 @@ class LoopControl(Protocol):
     low_compute: bool
     distress: bool
     extra: dict[str, Any]
+    tier: str
 
     def request_sleep(self, seconds: int, reason: str) -> None: ...
 
@@ -78,6 +80,7 @@ class ToolServices:
     heartbeat: HeartbeatControl | None = None
     network: "Network | None" = None  # the chain payments use (default Base)
     release: "Build | None" = None  # the release this program came from: its children run the same signed release
+    router: "Router | None" = None  # for the planner (goals/planner.py): a plan made by the planning model
     loop: LoopControl | None = None  # new every turn
 
     def for_turn(self, loop: LoopControl) -> "ToolServices":
