@@ -696,7 +696,8 @@ def test_every_evaluation_writes_one_row_with_the_real_turn_id_and_the_args_hash
     assert stored[1] == (
         "01TURNBBBB", "transfer_credits", hashlib.sha256(canonical).hexdigest(), "dangerous", "quarantine",
         json.dumps(["validate.address_format", "validate.amount_positive", "authority.external_tool_restriction",
-                    "financial.transfer_limits", "financial.known_payee", "financial.require_confirmation", "rate.dangerous_hourly"]),
+                    "authority.external_goal", "financial.transfer_limits", "financial.known_payee",
+                    "financial.require_confirmation", "rate.dangerous_hourly"]),
         json.dumps(["financial.require_confirmation"]),
         "CONFIRMATION_REQUIRED: 1500 cents is above requireConfirmationAboveCents (1000); it needs the creator's confirmation",
         to_iso(clock() - 1234),

@@ -78,12 +78,13 @@ CORE_TIMESTAMP_COLUMNS = {
 
 # Tables (and their indexes) that automaton-min adds beside the reference schema.
 OWN_TABLES = ("payment_intents", "social_outbound", "pending_approvals", "sent_messages", "known_payees", "failed_turns",
-              "creator_commands")
+              "creator_commands", "goal_origins")
 OWN_INDEXES = ("idx_payment_intents_resource", "idx_payment_intents_created",
                "sqlite_autoindex_payment_intents_1", "sqlite_autoindex_payment_intents_2", "idx_spend_created",
                "idx_social_outbound_at", "idx_pending_approvals_status", "sqlite_autoindex_pending_approvals_1",
                "idx_turns_order", "idx_sent_messages_created", "sqlite_autoindex_sent_messages_1",
                "sqlite_autoindex_known_payees_1", "idx_failed_turns_order", "sqlite_autoindex_failed_turns_1",
+               "sqlite_autoindex_goal_origins_1",
                "sqlite_autoindex_creator_commands_1")
 # Reference tables from its v4/v6 that automaton-min implements: an older reference database gains them.
 LATER_REFERENCE_TABLES = ("model_registry", "inference_costs", "spend_tracking", "policy_decisions",

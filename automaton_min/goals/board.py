@@ -22,9 +22,9 @@ class Blocked(UserError):
 
 
 def create_goal(db: "Database", title: str, description: str | None, *, strategy: str | None = None,
-                deadline: str | None = None, actor: str, now_ms: int) -> Goal:
+                deadline: str | None = None, actor: str, now_ms: int, origin: str = "agent") -> Goal:
     """A new active goal; ``Blocked`` while another is active, ``UserError`` for a title like one already active
-    or paused, or one too long."""
+    or paused, or one too long. ``origin``: the authority that set it (an ``external`` goal spends nothing)."""
     title, description = (title or "").strip(), (description or "").strip() or None
     if not title or len(title) > TITLE_LIMIT or (description and len(description) > TEXT_LIMIT):
         raise UserError(f"title: 1 to {TITLE_LIMIT} characters; description: at most {TEXT_LIMIT}")
@@ -36,7 +36,7 @@ def create_goal(db: "Database", title: str, description: str | None, *, strategy
         for other in goals(db, status="paused"):
             if lowered in other.title.lower() or other.title.lower() in lowered:
                 raise UserError(f"a goal like this one is paused already: {other.title!r} ({other.id})")
-        goal = insert_goal(db, title, description, strategy, deadline, now_ms)
+        goal = insert_goal(db, title, description, strategy, deadline, now_ms, origin)
         record_event(db, "goal_created", actor, f"goal {title!r} created", now_ms, goal_id=goal.id)
     return goal
 

@@ -32,6 +32,10 @@ CREATE TABLE IF NOT EXISTS goals (
     deadline TEXT,
     completed_at TEXT
 );
+CREATE TABLE IF NOT EXISTS goal_origins (
+    goal_id TEXT PRIMARY KEY REFERENCES goals(id),
+    origin TEXT NOT NULL CHECK (origin IN ('agent', 'creator', 'external'))
+);
 CREATE TABLE IF NOT EXISTS task_graph (
     id TEXT PRIMARY KEY,
     parent_id TEXT,
@@ -60,6 +64,8 @@ CREATE INDEX IF NOT EXISTS idx_task_graph_assigned ON task_graph(assigned_to);
 
 
 def create_goals(db: "Database") -> None:
+    """The tables (a reference database has goals and task_graph from its v9, kept as they are; goal_origins is
+    ours: who set each goal)."""
     db.execute(TABLES)
 
 
@@ -110,11 +116,24 @@ def _task(row: tuple) -> Task:
 
 
 def insert_goal(db: "Database", title: str, description: str | None, strategy: str | None, deadline: str | None,
-                now_ms: int) -> Goal:
+                now_ms: int, origin: str = "agent") -> Goal:
+    """``origin``: the authority of the turn that set it (``agent``, ``creator`` or ``external``)."""
     goal_id = new_ulid(now_ms)
     db.execute("INSERT INTO goals (id, title, description, status, strategy, created_at, deadline) "
                "VALUES (?, ?, ?, 'active', ?, ?, ?)", (goal_id, title, description, strategy, to_iso(now_ms), deadline))
+    db.execute("INSERT INTO goal_origins (goal_id, origin) VALUES (?, ?)",
+               (goal_id, origin if origin in ("agent", "creator") else "external"))
     return get_goal(db, goal_id)
+
+
+def active_goal_origin(db: "Database") -> str | None:
+    """Who set the active goal (``agent``, ``creator``, ``external``), or None without one."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "goals"):
+        return None
+    return db.scalar("SELECT COALESCE(o.origin, 'agent') FROM goals g LEFT JOIN goal_origins o ON o.goal_id = g.id "
+                     "WHERE g.status = 'active' ORDER BY g.created_at DESC LIMIT 1")
 
 
 def get_goal(db: "Database", goal_id: str) -> Goal | None:

@@ -8,7 +8,7 @@ answer others), within the command and path rules.
 
 from __future__ import annotations
 
-from automaton_min.agent.policy.types import PolicyEnv, PolicyRequest, Rule, Verdict, deny, every_tool
+from automaton_min.agent.policy.types import PolicyEnv, PolicyRequest, Rule, Verdict, deny, every_tool, tools
 
 PRIORITY = 400
 EXTERNAL_DANGEROUS_TOOL = "EXTERNAL_DANGEROUS_TOOL"
@@ -50,8 +50,27 @@ def _to_a_child(request: PolicyRequest, env: PolicyEnv) -> bool:
     return isinstance(to, str) and env.db is not None and to.lower() in names_by_address(env.db)
 
 
+# What a goal set on an external turn may not lead to, in any later turn, without the creator.
+SPENDING_TOOLS = frozenset({"transfer_credits", "fund_child", "x402_fetch", "topup_credits", "spawn_child"})
+GOAL_FROM_OUTSIDE = "GOAL_FROM_OUTSIDE"
+
+
+def _external_goal(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    if request.authority == "creator" or env.db is None:
+        return None
+    from automaton_min.store.goals import active_goal_origin
+
+    origin = active_goal_origin(env.db)
+    if origin is None or origin in TRUSTED:
+        return None
+    return deny(GOAL_FROM_OUTSIDE, f"the active goal was set on behalf of an external message, so {request.tool} "
+                "waits for the creator (or cancel_goal it)")
+
+
 def authority_rules() -> list[Rule]:
     return [
         Rule("authority.external_tool_restriction", PRIORITY, every_tool(), _external_tool_restriction,
              "external input never reaches dangerous tools"),
+        Rule("authority.external_goal", PRIORITY, tools(*SPENDING_TOOLS), _external_goal,
+             "a goal set for someone outside spends and spawns nothing without the creator"),
     ]

@@ -28,7 +28,7 @@ def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
         _no_goal_active(ctx)
         planned = check_plan(args["tasks"]) if "tasks" in args else _planned(ctx, args)
         goal = create_goal(ctx.db, args["title"], args.get("description"), strategy=args.get("strategy"),
-                           actor=_actor(ctx), now_ms=ctx.now())
+                           actor=_actor(ctx), now_ms=ctx.now(), origin=ctx.authority)
     except Blocked as exc:
         previous = get_value(ctx.db, BACKOFF_KEY)
         wait_ms = min(int(previous) * 2, MAX_BACKOFF_MS) if previous and previous.isdigit() else FIRST_BACKOFF_MS
