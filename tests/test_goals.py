@@ -282,3 +282,11 @@ def test_a_goal_set_for_a_stranger_spends_and_spawns_nothing_in_later_turns(agen
     errors = [e for (e,) in agent.db.query("SELECT error FROM tool_calls WHERE name IN ('topup_credits', "
                                            "'spawn_child')")]
     assert len(errors) == 2 and all("GOAL_FROM_OUTSIDE" in (e or "") for e in errors), errors
+
+
+def test_logs_show_what_happened_to_the_goals_between_the_turns(agent_for, model, cli):
+    agent = agent_for()
+    model.script(openai_answer(None, [call("create_goal", title="Sell a poem", tasks=PLAN)]), openai_answer("ok"))
+    agent.loop.run_cycle("work")
+    shown = cli("logs").stdout
+    assert "  goal created: goal 'Sell a poem' created" in shown and "create_goal" in shown

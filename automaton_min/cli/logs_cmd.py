@@ -15,6 +15,7 @@ from automaton_min.runtime.activity import cursor_of, latest_turns, turns_after
 from automaton_min.log import printable, short
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.store.db import open_database
+from automaton_min.goals.events import events_since
 from automaton_min.store.modifications import since
 
 if TYPE_CHECKING:
@@ -59,12 +60,12 @@ def _no_turns_yet(home: "Home") -> str:
 def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[[dict[str, Any]], None],
           as_json: bool) -> None:
     """The last ``tail`` turns (in text, with the changes to the agent itself made meanwhile: updates, refusals,
-    rollbacks), then (with ``follow``) each new turn as it is written, until interrupted."""
+    rollbacks; and what happened to its goals and tasks), then (with ``follow``) each new turn as it is written, until interrupted."""
     turns = latest_turns(db, tail + 1)  # one more: are these all the turns there are?
     older, turns = turns[:-tail] if tail else turns, turns[-tail:] if tail else []
     # every change in the span the turns cover; when they are all the turns there are, every change before them too
     start = turns[0]["timestamp"] if turns and older else None
-    changes = [] if as_json or not tail else since(db, start, MAX_CHANGES)
+    changes = [] if as_json or not tail else since(db, start, MAX_CHANGES) + events_since(db, start, MAX_CHANGES)
     for at, item in sorted([(turn["timestamp"], turn) for turn in turns] + [(c["at"], c) for c in changes],
                            key=lambda pair: pair[0]):
         if "type" in item:

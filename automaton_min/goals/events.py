@@ -52,3 +52,15 @@ def prune_events(db: "Database", batch: int, keep: int = KEEP) -> int:
     db.execute("DELETE FROM event_stream WHERE id IN (SELECT id FROM event_stream ORDER BY created_at, id LIMIT ?)",
                (min(batch, count - keep),))
     return db.connection.changes()
+
+
+def events_since(db: "Database", at: str | None, limit: int) -> list[dict[str, str]]:
+    """The newest ``limit`` events at or after ``at`` (None: any), oldest first, as ``logs`` shows changes
+    (``at``, ``type``, ``description``); none before the table exists."""
+    from automaton_min.store.sqlite import table_exists
+
+    if not table_exists(db, "event_stream"):
+        return []
+    rows = db.query("SELECT created_at, type, content FROM event_stream WHERE created_at >= ? "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?", (at or "", limit))
+    return [{"at": when, "type": kind, "description": text} for when, kind, text in reversed(rows)]
