@@ -60,7 +60,8 @@ def _no_turns_yet(home: "Home") -> str:
 def _show(db: "Database", home: "Home", tail: int, follow: bool, show: Callable[[dict[str, Any]], None],
           as_json: bool) -> None:
     """The last ``tail`` turns (in text, with the changes to the agent itself made meanwhile: updates, refusals,
-    rollbacks; and what happened to its goals and tasks), then (with ``follow``) each new turn as it is written, until interrupted."""
+    rollbacks; and what happened to its goals and tasks), then (with ``follow``) each new turn as it is written,
+    until interrupted."""
     turns = latest_turns(db, tail + 1)  # one more: are these all the turns there are?
     older, turns = turns[:-tail] if tail else turns, turns[-tail:] if tail else []
     # every change in the span the turns cover; when they are all the turns there are, every change before them too
