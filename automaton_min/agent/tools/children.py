@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
-from automaton_min.agent.tools.loop_control import TRANSFERS_KEY, need, object_schema, setting
+from automaton_min.agent.tools.base import ToolContext, ToolFailure
+from automaton_min.agent.tools.loop_control import TRANSFERS_KEY, need, setting, tool_family
 from automaton_min.agent.tools.survival import MAX_MESSAGE_CHARS, run_send_message
 from automaton_min.errors import AutomatonError, UserError
 
@@ -180,10 +180,7 @@ def run_prune_dead_children(ctx: ToolContext, args: dict[str, Any]) -> str:
     return f"Cleaned up {len(cleaned)} dead children" + (f": {', '.join(cleaned)}." if cleaned else ".")
 
 
-def _tool(name: str, description: str, properties: dict[str, Any], required: list[str], run, *,
-          risk: str = "safe", mutating: bool = False, status_check: bool = False) -> Tool:
-    return Tool(ToolSpec(name, description, object_schema(properties, required), "replication", risk=risk,
-                         mutating=mutating, status_check=status_check), run)
+_tool = tool_family("replication")
 
 
 TOOLS = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
-from automaton_min.agent.tools.loop_control import object_schema
+from automaton_min.agent.tools.base import ToolContext, ToolFailure
+from automaton_min.agent.tools.loop_control import tool_family
 from automaton_min.errors import AutomatonError, UserError
 
 BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
@@ -166,10 +166,7 @@ TASK_ITEM = {"type": "object", "additionalProperties": False, "required": ["titl
 }}
 
 
-def _tool(name: str, description: str, properties: dict[str, Any], required: list[str], run, *,
-          risk: str = "safe", mutating: bool = False, status_check: bool = False) -> Tool:
-    return Tool(ToolSpec(name, description, object_schema(properties, required), "orchestration", risk=risk,
-                         mutating=mutating, status_check=status_check), run)
+_tool = tool_family("orchestration")
 
 
 TOOLS = (

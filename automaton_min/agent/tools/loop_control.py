@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Callable
 
-from automaton_min.agent.tools.base import ToolContext, ToolFailure
+from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolHandler, ToolSpec
 from automaton_min.errors import AutomatonError
 
 # KV keys the tools write.
@@ -36,6 +36,16 @@ def object_schema(properties: dict[str, Any], required: list[str] | None = None)
     if required:
         schema["required"] = required
     return schema
+
+
+def tool_family(category: str) -> Callable[..., Tool]:
+    """A maker of one family's tools: ``make(name, description, properties, required, run, risk=, mutating=,
+    status_check=)`` with the parameters as ``object_schema``."""
+    def make(name: str, description: str, properties: dict[str, Any], required: list[str], run: ToolHandler, *,
+             risk: str = "safe", mutating: bool = False, status_check: bool = False) -> Tool:
+        return Tool(ToolSpec(name, description, object_schema(properties, required), category, risk=risk,
+                             mutating=mutating, status_check=status_check), run)
+    return make
 
 
 def need(ctx: ToolContext, name: str) -> Any:
