@@ -134,16 +134,16 @@ def run_complete_task(ctx: ToolContext, args: dict[str, Any]) -> str:
 def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.agent.tools.loop_control import need
     from automaton_min.goals.delegate import assign, assignment_text
-    from automaton_min.store.children import get_child
+    from automaton_min.store.children import FUNDABLE, get_child
     from automaton_min.store.goals import get_task
 
     task, child = get_task(ctx.db, args["task_id"]), get_child(ctx.db, args["child_id"])
     if task is None or task.status != "pending":
         raise ToolFailure(f"task {args['task_id']!r} is {task.status if task else 'unknown'}: only a pending task "
                           "is given to a child (get_plan)")
-    if child is None or child.status not in ("healthy", "starting"):
+    if child is None or child.status not in FUNDABLE:  # a verified wallet, not stopped or gone
         raise ToolFailure(f"child {args['child_id']!r} is {child.status if child else 'unknown'}: give tasks to a "
-                          "running child (list_children)")
+                          "living child (list_children)")
     relay = need(ctx, "relay")
     try:
         relay.send(child.address, assignment_text(task), db=ctx.db, turn_id=ctx.turn_id, call_index=ctx.call_index)
@@ -188,8 +188,8 @@ TOOLS = (
     _tool("cancel_goal", "Give up a goal: it fails and its open tasks are cancelled.",
           {"goal_id": GOAL_ID, "reason": {"type": "string", "maxLength": 500}}, ["goal_id"], run_cancel_goal,
           risk="caution"),
-    _tool("assign_task", "Give one of the active goal's ready tasks to one of your running children; its signed "
-          "report completes it.",
+    _tool("assign_task", "Give one of the active goal's ready tasks to one of your children; its signed report "
+          "completes it.",
           {"task_id": {"type": "string", "minLength": 1, "maxLength": 100, "description": "The task's id (get_plan)"},
            "child_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The child's id"}},
           ["task_id", "child_id"], run_assign_task, risk="caution", mutating=True),
