@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.children.genesis import Genesis, genesis_json
 from automaton_min.children.lifecycle import request, transition
@@ -40,6 +41,18 @@ class Parent:
     now: Callable[[], int]
     topup: Callable[[], str] | None = None  # buys the smallest credit tier; None: no USDC path
     creator: str | None = None  # the parent's creator: never a child's address
+
+    @classmethod
+    def of(cls, db: "Database", client: "ConwayClient", build: "Build", config: Any, *, address: str,
+           constitution: Path, now: Callable[[], int], topup: Callable[[], str] | None = None) -> "Parent":
+        """The parent as its configuration and home describe it (the tool and the heartbeat build it so)."""
+        from automaton_min.children.genesis import constitution_hash
+        from automaton_min.children.ready import manifest_url
+        from automaton_min.conway.client import DEFAULT_API_URL
+
+        return cls(db, client, build, manifest_url(config, build), address, constitution_hash(constitution),
+                   config.get("conwayApiUrl") or DEFAULT_API_URL, int(config.get("childSandboxMemoryMb") or 1024),
+                   now, topup, config.get("creatorAddress"))
 
 
 def spawn(parent: Parent, child_id: str, genesis: Genesis) -> Child:

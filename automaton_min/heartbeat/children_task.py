@@ -60,18 +60,13 @@ def children_tasks(build: "Build") -> dict[str, TaskFunction]:
 
 def _resume_spawns(ctx: TaskContext, build: "Build") -> list[str]:
     """Spawns stopped before a verified wallet, carried on when this build can verify a release."""
-    from automaton_min.children.genesis import constitution_hash
     from automaton_min.children.pipeline import IN_PROGRESS, Parent, resume_all
-    from automaton_min.conway.client import DEFAULT_API_URL
+    from automaton_min.children.ready import manifest_url
     from automaton_min.store.children import list_children
 
     if not any(child.status in IN_PROGRESS for child in list_children(ctx.db)):
         return []
-    url = ctx.config.get("updateManifestUrl") or build.manifest_url
-    if build.public_key is None or not url:
+    if build.public_key is None or not manifest_url(ctx.config, build):
         return ["a spawn left half done waits: this build has no release key or manifest URL"]
-    parent = Parent(ctx.db, ctx.conway, build, url, ctx.wallet_address, constitution_hash(ctx.home.constitution_path),
-                    ctx.config.get("conwayApiUrl") or DEFAULT_API_URL,
-                    int(ctx.config.get("childSandboxMemoryMb") or 1024), ctx.now,
-                    creator=ctx.config.get("creatorAddress"))
-    return resume_all(parent)
+    return resume_all(Parent.of(ctx.db, ctx.conway, build, ctx.config, address=ctx.wallet_address,
+                                constitution=ctx.home.constitution_path, now=ctx.now))

@@ -205,33 +205,23 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
     spend = spend or SpendTracker(db)
     with _one_transfer_at_a_time(db):
         earlier = _recorded(db, idempotency_key)
-        spend_id = idempotency_key
         if earlier is not None and earlier != (amount_cents, to_address.lower()):
             raise ValueError(f"transfer {idempotency_key} was recorded for {earlier[0]} cents to {earlier[1]}")
         try:
             balance: int | None = client.credits_balance()
         except RuntimeFailure:
             balance = None
-        if earlier is not None:  # checked again as if new, and counted from now; refused, it stays as it was
-            with db.transaction(durable=True):
+        with db.transaction(durable=True):
+            if earlier is not None:  # checked again as if new, and counted from now; refused, it stays as it was
                 spend.forget(idempotency_key)
-                refusal = (transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
-                                            transfers_this_turn=transfers_this_turn, balance_cents=balance,
-                                            approval=approval)
-                           or confirmation_refusal(spend, policy, to_address, amount_cents))
-                if refusal:
-                    raise TransferRefused(refusal)  # rolls the forgetting back
-                spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address,
-                             spend_id=idempotency_key)
-        else:
-            refusal = transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
-                                       transfers_this_turn=transfers_this_turn, balance_cents=balance,
-                                       approval=approval)
+            refusal = (transfer_refusal(spend, policy, payees, to_address=to_address, amount_cents=amount_cents,
+                                        transfers_this_turn=transfers_this_turn, balance_cents=balance,
+                                        approval=approval)
+                       or (confirmation_refusal(spend, policy, to_address, amount_cents) if earlier else None))
             if refusal:
-                raise TransferRefused(refusal)
-            with db.transaction(durable=True):
-                spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address,
-                                        spend_id=idempotency_key)
+                raise TransferRefused(refusal)  # rolls a forgetting back
+            spend_id = spend.record("transfer", amount_cents, "transfer_credits", recipient=to_address,
+                                    spend_id=idempotency_key)
         try:
             result = client.transfer_credits(to_address, amount_cents, note, idempotency_key=idempotency_key)
         except ConwayError as exc:

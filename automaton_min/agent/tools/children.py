@@ -25,11 +25,9 @@ def _child(ctx: ToolContext, child_id: str):
 
 
 def _parent(ctx: ToolContext):
-    from automaton_min.children.genesis import constitution_hash
     from automaton_min.children.pipeline import Parent
-    from automaton_min.conway.client import DEFAULT_API_URL
-
     from automaton_min.children.ready import spawn_blocker
+    from automaton_min.conway.client import DEFAULT_API_URL
     from automaton_min.update.baked import this_build
 
     build, home = ctx.services.release or this_build(), need(ctx, "home")
@@ -37,7 +35,6 @@ def _parent(ctx: ToolContext):
                                                    else None)
     if blocker:
         raise ToolFailure(f"no child can be spawned here: {blocker}")
-    manifest_url = setting(ctx, "updateManifestUrl") or build.manifest_url
     payer = ctx.services.payer
 
     def topup() -> str:
@@ -45,10 +42,8 @@ def _parent(ctx: ToolContext):
 
         return str(buy(payer, setting(ctx, "conwayApiUrl", DEFAULT_API_URL), 5).credits_cents_added)
 
-    return Parent(ctx.db, need(ctx, "conway"), build, manifest_url, need(ctx, "wallet_address"),
-                  constitution_hash(home.constitution_path), setting(ctx, "conwayApiUrl", DEFAULT_API_URL),
-                  int(setting(ctx, "childSandboxMemoryMb", 1024)), ctx.now, topup if payer is not None else None,
-                  setting(ctx, "creatorAddress"))
+    return Parent.of(ctx.db, need(ctx, "conway"), build, ctx.config, address=need(ctx, "wallet_address"),
+                     constitution=home.constitution_path, now=ctx.now, topup=topup if payer is not None else None)
 
 
 def _new_child_id(ctx: ToolContext) -> str:
