@@ -77,3 +77,16 @@ def test_results_and_errors_pass_through_the_deadline() -> None:
     assert call_with_deadline(lambda: 42, 5) == 42
     with pytest.raises(KeyError):
         call_with_deadline(lambda: {}["missing"], 5)
+
+
+def test_an_error_raised_once_the_deadline_passed_is_the_deadline() -> None:
+    """The HTTP layer's own deadline may fire before the waiting caller wakes: still a timeout, not an outage."""
+    now = [0.0]
+
+    def late_failure() -> None:
+        now[0] = 5.0  # the deadline of 1 s has passed by the time the error comes back
+        raise ConnectionError("timed out (the whole request)")
+
+    with pytest.raises(InferenceTimeout, match="within 1 s") as caught:
+        call_with_deadline(late_failure, 1, monotonic=lambda: now[0])
+    assert isinstance(caught.value.__cause__, ConnectionError)

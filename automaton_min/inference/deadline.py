@@ -51,5 +51,8 @@ def call_with_deadline(call: Callable[[], T], deadline_s: float, *, cancel: thre
             raise InferenceCancelled(f"stopped while waiting for {what}")
         done.wait(min(left, CANCEL_CHECK_S) if cancel is not None else left)
     if "error" in outcome:
+        if monotonic() >= ends:  # the HTTP layer's own deadline fired first while this caller was not yet awake
+            raise InferenceTimeout(f"no answer from {what} within {deadline_s:g} s (all attempts together)") \
+                from outcome["error"]  # type: ignore[misc]
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
