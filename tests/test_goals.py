@@ -290,3 +290,51 @@ def test_logs_show_what_happened_to_the_goals_between_the_turns(agent_for, model
     agent.loop.run_cycle("work")
     shown = cli("logs").stdout
     assert "  goal created: goal 'Sell a poem' created" in shown and "create_goal" in shown
+
+
+# --------------------------------------------------------------------------- a small model's goal
+
+
+def test_a_small_model_sees_its_next_task_and_completes_it_from_the_table(agent_for, model, clock):
+    """Stepwise turns: the goal's next ready task is both steps' task (under the purpose), complete_task joins the
+    table while a task is ready (the four actions otherwise) and its id is the only one the second step may name."""
+    from automaton_min.agent.stepwise import CHOOSE, GOAL_ACTIONS, SMALL_MODEL_ACTIONS
+
+    agent = agent_for(modelStrategy={"contextWindow": 4096, "temperature": 0, "seed": 7})
+    goal = create_goal(agent.db, "Greet", None, actor=ME, now_ms=clock())
+    with agent.db.transaction():
+        [task] = store_plan(agent.db, goal.id, check_plan([{"title": "Write hello into greeting.txt"}]), clock())
+    model.script(openai_answer(None, [("c0", CHOOSE, json.dumps({"action": "write_file"}))]),
+                 openai_answer(None, [call("write_file", path="greeting.txt", content="hello")]),
+                 openai_answer(None, [("c1", CHOOSE, json.dumps({"action": "complete_task"}))]),
+                 openai_answer(None, [call("complete_task", task_id=task)]),
+                 openai_answer(None, [("c2", CHOOSE, json.dumps({"action": "sleep"}))]),
+                 openai_answer(None, [call("sleep", duration_seconds=600)]))
+    agent.loop.run_cycle("first start")
+
+    bodies = [r.body for r in model.requests]
+    first, second, third, fourth, fifth = bodies[:5]
+    shown = "Purpose: Write notes.\nTask: Write hello into greeting.txt"
+    assert shown in first["messages"][0]["content"] and shown in second["messages"][0]["content"]
+    enum = first["tools"][0]["function"]["parameters"]["properties"]["action"]["enum"]
+    assert enum == [*SMALL_MODEL_ACTIONS, *GOAL_ACTIONS]
+    assert fourth["tools"][0]["function"]["parameters"]["properties"]["task_id"]["enum"] == [task]
+    assert get_task(agent.db, task).status == "completed" and get_goal(agent.db, goal.id).status == "completed"
+    assert "Task: Write notes." in fifth["messages"][0]["content"]  # nothing ready: the purpose, the four actions
+    assert fifth["tools"][0]["function"]["parameters"]["properties"]["action"]["enum"] == list(SMALL_MODEL_ACTIONS)
+
+
+def test_compact_mode_shows_the_goal_in_one_line_and_offers_the_goal_tools(agent_for, model, clock):
+    agent = agent_for(modelStrategy={"contextWindow": 4096}, actionMode="direct")
+    goal, (write, _, _) = planned_goal(agent.db, clock)
+    complete_task(agent.db, write, "written", actor=ME, now_ms=clock())
+    model.script(openai_answer("resting"))
+    agent.loop.run_cycle("work")
+
+    [body] = [r.body for r in model.requests]
+    text = "\n".join(m["content"] or "" for m in body["messages"])
+    assert "Goal: Sell a poem (1 of 3 tasks done; next: Check the rhymes (id " in text
+    assert "# Active Goals" not in text
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+    assert {"create_goal", "complete_task"} <= set(offered) and "set_goal" not in offered
+    assert set(offered["create_goal"]["properties"]) == {"title", "description"}  # the planner plans the tasks

@@ -168,3 +168,25 @@ def test_the_real_run_writes_the_haiku_and_sleeps(cli, home) -> None:
     print("\n" + "".join(line for line in agent.lines if '"tool' in line or "asleep" in line))
     haiku = home.root / "workspace" / "haiku.txt"
     assert code == 0 and haiku.is_file() and haiku.read_text().strip(), agent.output[-3000:]
+
+
+def test_the_real_agent_does_its_goals_next_task(agent_for, model, home) -> None:
+    """A goal's one task, shown to the README's local model as its stepwise turns' task: its first write lands in
+    the task's file (under the purpose alone it would not know the file). The 270M model does not mark the task done
+    (complete_task is in its table; README: Goals); each call and the task's state are printed (``-s``)."""
+    from automaton_min.goals.board import create_goal
+    from automaton_min.goals.plan import check_plan, store_plan
+    from automaton_min.store.goals import get_task
+
+    agent = agent_for(genesisPrompt="Do the tasks of your goal.", maxTurnsPerCycle=4,
+                      modelStrategy={"temperature": 0, "seed": 7})
+    goal = create_goal(agent.db, "Report in", None, actor="creator", now_ms=agent.now())
+    with agent.db.transaction():
+        [task] = store_plan(agent.db, goal.id, check_plan([{"title": "Write the word ready into status.txt"}]),
+                            agent.now())
+    cycle = agent.loop.run_cycle("first start")
+    calls = agent.db.query("SELECT name, arguments, result, error FROM tool_calls ORDER BY rowid")
+    print(f"\ngoal: {count_turns(agent.db)} turns, ended {cycle.reason!r}, task {get_task(agent.db, task).status};"
+          f" calls {[(n, a[:70], (r or e or '')[:50]) for n, a, r, e in calls]}")
+    status = home.root / "workspace" / "status.txt"
+    assert status.is_file() and status.read_text().strip(), calls

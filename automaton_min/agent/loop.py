@@ -23,6 +23,7 @@ from automaton_min.agent.toolset import is_compact, offered_tools
 from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
+from automaton_min.goals.todo import next_task
 from automaton_min.ids import new_ulid
 from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ToolSchema
@@ -328,7 +329,7 @@ class AgentLoop:
             tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
             context = self.last_context = self.context.build(
                 route, system=system, tools=tools, status=status_block(status), pending=message, notes=notes,
-                turn_id=turn_id, tier=tier, cancel=self._abandon)
+                turn_id=turn_id, tier=tier, cancel=self._abandon, compact=compact)
             return context, tools
 
         sent: list[tuple] = [(), ()]  # the direct request's messages and tools, to scale a refusal by
@@ -337,8 +338,10 @@ class AgentLoop:
             if stepwise.applies(self.config, route.model.context_window):  # a small model: one step at a time
                 self.last_context = None  # no assembled context: status shows no stale figures
                 purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
+                task = next_task(self.db)
                 step = stepwise.StepInput(purpose, message.content if message and source == "inbox" else None,
-                                          self._previous_action)
+                                          self._previous_action, task.id if task else None,
+                                          ": ".join(filter(None, (task.title, task.description))) if task else None)
                 return self._stepwise(step, offered_tools(self.tools.specs(), route.tier, compact=True), route,
                                       tier, turn_id)
             context, tools = build(route)
@@ -354,7 +357,7 @@ class AgentLoop:
     def _stepwise(self, step: stepwise.StepInput, offered: tuple[ToolSchema, ...], route: Route, tier: str,
                   turn_id: str) -> RoutedResult | BudgetDenied:
         """A small model's turn (``agent/stepwise.py``): it chooses an action, then calls that one tool."""
-        choices = stepwise.actions(offered)
+        choices = stepwise.actions(offered, step)
         messages, choice_tool = stepwise.choose_request(step, choices)
         first = self.router.route(messages, tier=tier, turn_id=turn_id, tools=(choice_tool,),
                                   planned=replace(route, max_tokens=min(route.max_tokens, stepwise.CHOOSE_TOKENS)),

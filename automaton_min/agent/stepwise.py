@@ -23,6 +23,7 @@ from automaton_min.inference.wire_common import parse_arguments
 CHOOSE = "choose_action"
 # The table of actions a small model chooses among (with more than four, Gemma 3 270M chose worse: README).
 SMALL_MODEL_ACTIONS = ("exec", "read_file", "write_file", "sleep")
+GOAL_ACTIONS = ("complete_task",)  # joined to the table only while a goal's task is ready for the agent
 LAST_RESULT_CHARS = 200
 MESSAGE_CHARS = 500
 PURPOSE_CHARS = 1_000
@@ -45,6 +46,7 @@ EXAMPLES: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
              ("Count the lines of notes.txt.", {"command": "wc -l notes.txt"})),
     "read_file": (("Tell me what notes.txt says.", {"path": "notes.txt"}),),
     "sleep": (("Nothing is left to do for an hour.", {"duration_seconds": 3600}),),
+    "complete_task": (("Count the lines of notes.txt.\nLast action: exec -> 12 notes.txt", {"task_id": "k2-t1"}),),
 }
 
 
@@ -55,11 +57,16 @@ class StepInput:
     purpose: str
     message: str | None = None
     last_result: str | None = None
+    task_id: str | None = None  # the active goal's next ready task, and what it asks: then the step's "Task:"
+    task: str | None = None
 
     def lines(self) -> str:
-        """The purpose, each message and the last result, each flattened to one capped line of its own, so that
-        none can pass for a line of the prompt's own ("Task:", an example, another message) or hide another."""
+        """The purpose (or the goal's task, under the purpose), each message and the last result, each flattened to
+        one capped line of its own, so that none can pass for a line of the prompt's own ("Task:", an example,
+        another message) or hide another."""
         text = f"Task: {_one_line(self.purpose, PURPOSE_CHARS)}"
+        if self.task_id and self.task:
+            text = f"Purpose: {_one_line(self.purpose, PURPOSE_CHARS)}\nTask: {_one_line(self.task, PURPOSE_CHARS)}"
         for message in _messages(self.message or ""):
             text += f"\nMessage: {_one_line(message, MESSAGE_CHARS)}"
         if self.last_result:
@@ -78,10 +85,12 @@ def label(description: str) -> str:
     return _LABEL_END.split(description.strip(), maxsplit=1)[0]
 
 
-def actions(offered: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
-    """The table's actions among the tools the turn offers, in the table's order."""
+def actions(offered: tuple[ToolSchema, ...], step: StepInput) -> tuple[ToolSchema, ...]:
+    """The table's actions among the tools the turn offers, in the table's order (the goal's actions while the
+    step names a task)."""
     by_name = {tool.name: tool for tool in offered}
-    return tuple(by_name[name] for name in SMALL_MODEL_ACTIONS if name in by_name)
+    table = SMALL_MODEL_ACTIONS + (GOAL_ACTIONS if step.task_id else ())
+    return tuple(by_name[name] for name in table if name in by_name)
 
 
 def choose_request(step: StepInput, choices: tuple[ToolSchema, ...]) -> tuple[tuple[Message, ...], ToolSchema]:
@@ -128,6 +137,8 @@ def fill_request(step: StepInput, tool: ToolSchema) -> tuple[tuple[Message, ...]
     required = list(tool.parameters.get("required") or [])
     properties = {name: _bounded(spec) for name, spec in (tool.parameters.get("properties") or {}).items()
                   if name in required}
+    if "task_id" in properties and step.task_id:  # the one task the step names
+        properties["task_id"] = {"type": "string", "enum": [step.task_id]}
     schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     return (Message("user", text),), ToolSchema(tool.name, tool.description, schema)
 

@@ -17,11 +17,12 @@ COMPACT_WINDOW = 8_192
 BRIEF_CHARS = 100
 DANGER = " [dangerous: spends money or changes who you are]"
 LEAN_KEYS = frozenset({"type", "required", "enum"})
-# Parameters compact mode leaves out: a background job needs stop_job, which a small window does not offer.
-COMPACT_HIDDEN = {"exec": ("background",)}
+# Parameters compact mode leaves out: a background job needs stop_job, which a small window does not offer; a goal
+# set without its tasks is planned by the router's planning model.
+COMPACT_HIDDEN = {"exec": ("background",), "create_goal": ("strategy", "tasks")}
 
 _CORE = ("exec", "read_file", "write_file", "sleep", "system_synopsis", "check_credits", "check_usdc_balance",
-         "send_message", "remember_fact", "recall_facts", "set_goal", "complete_goal")
+         "send_message", "remember_fact", "recall_facts", "create_goal", "complete_task")
 COMPACT_TOOLS: dict[str, tuple[str, ...]] = {
     "high": _CORE + ("topup_credits", "x402_fetch", "save_procedure", "recall_procedure"),
     "normal": _CORE + ("topup_credits", "x402_fetch", "save_procedure", "recall_procedure"),

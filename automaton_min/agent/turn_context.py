@@ -101,16 +101,18 @@ class TurnContextBuilder:
 
     def build(self, route: Route, *, system: str, tools: tuple[ToolSchema, ...], status: str,
               pending: Message | None, notes: Sequence[str] = (), turn_id: str, tier: str,
-              cancel: threading.Event | None = None, allow_fold: bool = True) -> AssembledContext:
-        """The context for this turn within ``route.context_budget``, folding old turns first when needed."""
-        parts = self._parts(system, tools, status, pending, notes)
+              cancel: threading.Event | None = None, allow_fold: bool = True,
+              compact: bool = False) -> AssembledContext:
+        """The context for this turn within ``route.context_budget``, folding old turns first when needed;
+        ``compact``: the goals board in its short form."""
+        parts = self._parts(system, tools, status, pending, notes, compact)
         context = self._assemble(parts, route)
         recommendation = context.utilization.recommendation
         if allow_fold and recommendation != "ok":
             summarizer = RouterSummarizer(self.router, tier, turn_id, cancel) if recommendation == "compress" else None
             folded = self._fold(parts, route, summarizer, keep_at_least=RECENT_ALWAYS if summarizer else 1)
             if folded is not None:
-                parts = self._parts(system, tools, status, pending, notes)
+                parts = self._parts(system, tools, status, pending, notes, compact)
                 context = self._assemble(parts, route)
         log.debug("context assembled", extra={"used": context.utilization.used,
                                               "capacity": context.utilization.capacity,
@@ -121,7 +123,7 @@ class TurnContextBuilder:
     # ------------------------------------------------------------------ parts
 
     def _parts(self, system: str, tools: tuple[ToolSchema, ...], status: str, pending: Message | None,
-               notes: Sequence[str]) -> ContextParts:
+               notes: Sequence[str], compact: bool = False) -> ContextParts:
         loaded = recent_turns(self.db, self.loaded_turns + 1, after=folded_through(self.db))
         more = len(loaded) > self.loaded_turns
         turns = loaded[-self.loaded_turns:]
@@ -131,13 +133,14 @@ class TurnContextBuilder:
         now_ms = self.now()
         events = [wake_reference(e, estimate_tokens) for e in self.events.recent(now_ms)] if self.events else []
         return ContextParts(system=system, tools=tools, turns=turns, more_turns=more, pending=pending, status=status,
-                            goals=self._goals(), summary=self.folder.summary(), events=events,
+                            goals=self._goals(compact), summary=self.folder.summary(), events=events,
                             query=self._query(pending, turns), notes=tuple(notes))
 
-    def _goals(self) -> list[str]:
-        """The goal notes (set_goal), then the goals board: the todo block and its latest events."""
+    def _goals(self, compact: bool) -> list[str]:
+        """The goal notes (set_goal), then the goals board: the todo block and its latest events, or in compact
+        mode its one-line form."""
         from automaton_min.goals.events import recent_events
-        from automaton_min.goals.todo import todo_block
+        from automaton_min.goals.todo import short_todo, todo_block
 
         entries = [e for e in WorkingMemory(self.db, self.now).session(AGENT_SESSION) if e.content_type == "goal"]
         lines = []
@@ -145,6 +148,8 @@ class TurnContextBuilder:
             content = " ".join(entry.content.split())
             content = content if len(content) <= GOAL_CHARS else content[: GOAL_CHARS - 1] + "…"
             lines.append(f"- {content} (goal id {entry.id})")
+        if compact:
+            return lines + [line for line in (short_todo(self.db),) if line]
         todo = todo_block(self.db)
         if todo:
             lines.append(todo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from automaton_min.goals.board import ready_tasks
 from automaton_min.store.goals import Goal, Task, goals, tasks_of
 
 if TYPE_CHECKING:
@@ -32,12 +33,12 @@ def task_line(task: Task, ready: bool) -> str:
 def plan_lines(db: "Database", goal: Goal) -> list[str]:
     """The goal's heading and one line per task."""
     tasks = tasks_of(db, goal.id)
-    done = {task.id for task in tasks if task.status == "completed"}
+    ready = {task.id for task in ready_tasks(db, goal.id)}
     budget = sum(task.estimated_cost_cents for task in tasks)
     spent = int(db.scalar("SELECT COALESCE(SUM(actual_cost_cents), 0) FROM task_graph WHERE goal_id = ?",
                           (goal.id,), default=0))
     head = f"## Goal: {goal.title} [{_dollars(budget)} budget, {_dollars(spent)} spent] ({goal.status}; id {goal.id})"
-    lines = [head] + [task_line(task, task.status == "pending" and set(task.dependencies) <= done) for task in tasks]
+    lines = [head] + [task_line(task, task.id in ready) for task in tasks]
     return lines if tasks else [head, "- (no tasks yet: plan it)"]
 
 
@@ -57,3 +58,22 @@ def todo_block(db: "Database") -> str | None:
         blocks.append(lines)
         size += tokens
     return "\n".join(["# Active Goals", *(line for lines in reversed(blocks) for line in lines)])
+
+
+def next_task(db: "Database") -> Task | None:
+    """The active goal's first ready task (by priority, then plan order), or None."""
+    active = goals(db, status="active", limit=1)
+    ready = ready_tasks(db, active[0].id) if active else []
+    return ready[0] if ready else None
+
+
+def short_todo(db: "Database") -> str | None:
+    """The compact mode's form: one line for the active goal, its tasks counted and the next ready one named."""
+    active = goals(db, status="active", limit=1)
+    if not active:
+        return None
+    goal, tasks = active[0], tasks_of(db, active[0].id)
+    done = sum(task.status == "completed" for task in tasks)
+    task = next_task(db)
+    after = f"next: {task.title} (id {task.id})" if task else "no task ready" if tasks else "no tasks yet: plan it"
+    return f"Goal: {goal.title} ({done} of {len(tasks)} tasks done; {after})"
