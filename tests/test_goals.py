@@ -165,6 +165,31 @@ def test_status_and_the_synopsis_show_the_active_goal_and_its_progress(cli, set_
     assert "  goal           'Sell a poem': 1 of 3 tasks done" in cli("status").stdout
 
 
+def test_the_goals_command_lists_them_and_the_owner_cancels_one(cli, set_up, clock):
+    from automaton_min.store.db import open_database
+
+    assert cli("goals").stdout.strip() == "No goals."
+    with open_database(set_up.default_db_path, now=clock) as db:
+        goal, (write, _, _) = planned_goal(db, clock)
+        complete_task(db, write, "written", actor=ME, now_ms=clock())
+    shown = cli("goals").stdout
+    assert "## Goal: Sell a poem" in shown and "- [x] Write the poem (completed by" in shown
+    [listed] = json.loads(cli("goals", "--json").stdout)["goals"]
+    assert listed["status"] == "active" and [t["status"] for t in listed["tasks"]] == ["completed", "pending", "pending"]
+
+    missing = cli("goals", "cancel", "nope")
+    assert missing.code == 2 and missing.stderr.count("\n") == 1 and "no goal 'nope'; automaton-min goals lists" in missing.stderr
+    done = cli("goals", "cancel", goal.id, "--reason", "not worth it")
+    assert done.code == 0 and "Goal 'Sell a poem' cancelled" in done.stdout
+    with open_database(set_up.default_db_path, now=clock) as db:
+        assert get_goal(db, goal.id).status == "failed"
+        assert [t.status for t in tasks_of(db, goal.id)] == ["completed", "cancelled", "cancelled"]
+        assert recent_events(db, limit=1)[0].content == "goal 'Sell a poem' cancelled: not worth it"
+    assert "Sell a poem  failed  1 of 3 tasks done" in cli("goals").stdout
+    again = cli("goals", "cancel", goal.id)
+    assert again.code == 2 and "is failed: only an active or paused goal is cancelled" in again.stderr
+
+
 def test_retention_keeps_the_newest_goal_events(db, clock):
     from automaton_min.goals.events import KEEP, record_event
     from automaton_min.heartbeat.retention import prune_all

@@ -44,6 +44,7 @@ COMMANDS = {
     "service": "automaton_min.cli.service_cmd",
     "update": "automaton_min.cli.update_cmd",
     "children": "automaton_min.cli.children_cmd",
+    "goals": "automaton_min.cli.goals_cmd",
 }
 
 
