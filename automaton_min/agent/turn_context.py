@@ -36,6 +36,8 @@ KEEP_SHARE = 0.5
 MIN_FOLD = 6  # turns: fewer are shown as compact references until there are enough to be worth a model call
 MAX_GOALS, GOAL_CHARS = 10, 300
 RECENT_GOAL_EVENTS = 3  # the goals board's latest events, under its todo block
+EVENT_CHARS = 300
+UNSEEN_EVENTS = ("task_report_refused",)  # anyone can cause one: they would push the real events out of view
 QUERY_THOUGHT_CHARS = 500
 SUMMARY_MAX_TOKENS = 600
 SUMMARY_INSTRUCTIONS = """\
@@ -140,6 +142,7 @@ class TurnContextBuilder:
         """The goal notes (set_goal), then the goals board: the todo block and its latest events, or in compact
         mode its one-line form."""
         from automaton_min.goals.events import recent_events
+        from automaton_min.goals.text import shown
         from automaton_min.goals.todo import short_todo, todo_block
 
         entries = [e for e in WorkingMemory(self.db, self.now).session(AGENT_SESSION) if e.content_type == "goal"]
@@ -153,7 +156,8 @@ class TurnContextBuilder:
         todo = todo_block(self.db)
         if todo:
             lines.append(todo)
-            lines += [f"(recent: {event.content})" for event in recent_events(self.db, limit=RECENT_GOAL_EVENTS)]
+            lines += [f"(recent: {shown(event.content, EVENT_CHARS)})" for event in recent_events(
+                self.db, limit=RECENT_GOAL_EVENTS, leave_out=UNSEEN_EVENTS)]
         return lines
 
     def _idle(self, turn: StoredTurn) -> bool:

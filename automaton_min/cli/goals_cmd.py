@@ -36,8 +36,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
         return
     if not listed:
         click.echo("No goals.")
-    for lines in active:
-        click.echo(printable("\n".join(lines)))
+    for line in (line for lines in active for line in lines):
+        click.echo(printable(line))
     for goal, tasks in listed:
         if goal.status != "active":
             done = sum(task.status == "completed" for task in tasks)

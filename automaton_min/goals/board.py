@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from automaton_min.errors import UserError
 from automaton_min.goals.events import record_event
+from automaton_min.goals.plan import PlannedTask, store_plan
 from automaton_min.store.goals import TASK_DONE, Goal, Task, get_goal, get_task, goals, insert_goal, move_goal, \
     move_task, tasks_of
 
@@ -22,12 +23,16 @@ class Blocked(UserError):
 
 
 def create_goal(db: "Database", title: str, description: str | None, *, strategy: str | None = None,
-                deadline: str | None = None, actor: str, now_ms: int, origin: str = "agent") -> Goal:
-    """A new active goal; ``Blocked`` while another is active, ``UserError`` for a title like one already active
-    or paused, or one too long. ``origin``: the authority that set it (an ``external`` goal spends nothing)."""
+                deadline: str | None = None, actor: str, now_ms: int, origin: str = "agent",
+                plan: list[PlannedTask] | None = None) -> Goal:
+    """A new active goal with its checked ``plan`` (both or neither); ``Blocked`` while another is active,
+    ``UserError`` for a title like one already active or paused, or one too long or not one line. ``origin``: the
+    authority that set it (an ``external`` goal spends nothing)."""
     title, description = (title or "").strip(), (description or "").strip() or None
     if not title or len(title) > TITLE_LIMIT or (description and len(description) > TEXT_LIMIT):
         raise UserError(f"title: 1 to {TITLE_LIMIT} characters; description: at most {TEXT_LIMIT}")
+    if not title.isprintable():
+        raise UserError("title: one line of text (no line breaks or control characters)")
     with db.transaction():
         active = goals(db, status="active", limit=1)
         if active:
@@ -37,6 +42,8 @@ def create_goal(db: "Database", title: str, description: str | None, *, strategy
             if lowered in other.title.lower() or other.title.lower() in lowered:
                 raise UserError(f"a goal like this one is paused already: {other.title!r} ({other.id})")
         goal = insert_goal(db, title, description, strategy, deadline, now_ms, origin)
+        if plan:
+            store_plan(db, goal.id, plan, now_ms)
         record_event(db, "goal_created", actor, f"goal {title!r} created", now_ms, goal_id=goal.id)
     return goal
 
@@ -57,15 +64,27 @@ def cancel_goal(db: "Database", goal_id: str, reason: str, *, actor: str, now_ms
 def ready_tasks(db: "Database", goal_id: str) -> list[Task]:
     """The goal's pending tasks whose dependencies are all completed, by priority (highest first), then plan order."""
     tasks = tasks_of(db, goal_id)
-    done = {task.id for task in tasks if task.status == "completed"}
-    ready = [task for task in tasks if task.status == "pending" and set(task.dependencies) <= done]
+    ready = [task for task in tasks if task.status == "pending" and not _waiting_on(task, tasks)]
     return sorted(ready, key=lambda task: -task.priority)
+
+
+def waiting_on(db: "Database", task: Task) -> list[Task]:
+    """The tasks ``task`` depends on that are not completed yet."""
+    return _waiting_on(task, tasks_of(db, task.goal_id))
+
+
+def _waiting_on(task: Task, tasks: list[Task]) -> list[Task]:
+    return [other for other in tasks if other.id in task.dependencies and other.status != "completed"]
 
 
 def complete_task(db: "Database", task_id: str, result: str, *, actor: str, now_ms: int) -> Task:
     """The task done (once: a second call changes nothing and says so); the goal completes with its last task."""
     with db.transaction():
         task = _task(db, task_id)
+        waiting = waiting_on(db, task) if task.status == "pending" else []
+        if waiting:
+            raise UserError(f"task {task.title!r} waits for {', '.join(repr(t.title) for t in waiting)}; "
+                            "complete those first")
         if not move_task(db, task.id, ("pending", "assigned", "running"), "completed", now_ms,
                          result=(result or "")[:TEXT_LIMIT]):
             raise UserError(f"task {task.title!r} is {task.status}; nothing changed")

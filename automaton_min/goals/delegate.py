@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from automaton_min.clock import from_iso, to_iso
+from automaton_min.errors import UserError
 from automaton_min.goals.board import complete_task, fail_task
 from automaton_min.goals.events import record_event
 from automaton_min.store.goals import Task, get_task, move_task
@@ -41,16 +42,19 @@ def take_report(db: "Database", signer: str | None, content: str, now_ms: int) -
     """A verified message that reports a task done: completes it if its signer is the task's assignee; a line on
     what happened, or None when the message reports no known task."""
     found = REPORT.search(content or "")
-    task = get_task(db, found.group(1)) if found else None
-    if task is None:
-        return None
-    if not signer or task.assigned_to != signer.lower() or task.status not in ("assigned", "running"):
-        with db.transaction():
+    with db.transaction():  # read and completed together: the agent or the owner may end the task meanwhile
+        task = get_task(db, found.group(1)) if found else None
+        if task is None:
+            return None
+        if not signer or task.assigned_to != signer.lower() or task.status not in ("assigned", "running"):
             record_event(db, "task_report_refused", signer or "unsigned",
                          f"a report that task {task.title!r} is done, not from its assignee: ignored", now_ms,
                          goal_id=task.goal_id, task_id=task.id)
-        return f"task {task.id}: a report not from its assignee was ignored"
-    complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms)
+            return f"task {task.id}: a report not from its assignee was ignored"
+        try:
+            complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms)
+        except UserError as exc:  # the task cannot be completed as it stands: this report only, not the poll's rest
+            return f"task {task.id}: a report was not taken ({exc})"
     return f"task {task.id} completed by {signer.lower()}"
 
 

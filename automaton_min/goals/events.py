@@ -36,11 +36,17 @@ def record_event(db: "Database", kind: str, actor: str, content: str, now_ms: in
                 to_iso(now_ms)))
 
 
-def recent_events(db: "Database", *, limit: int = 10, goal_id: str | None = None) -> list[Event]:
-    """The newest ``limit`` events (of one goal, if given), oldest first."""
-    where, params = ("WHERE goal_id = ?", (goal_id,)) if goal_id else ("", ())
-    rows = db.query(f"SELECT type, agent_address, goal_id, task_id, content, created_at FROM event_stream {where} "
-                    "ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit))
+def recent_events(db: "Database", *, limit: int = 10, goal_id: str | None = None,
+                  leave_out: tuple[str, ...] = ()) -> list[Event]:
+    """The newest ``limit`` events (of one goal, if given; none of the types in ``leave_out``), oldest first."""
+    where, params = ["1"], []
+    if goal_id:
+        where, params = where + ["goal_id = ?"], params + [goal_id]
+    if leave_out:
+        where.append(f"type NOT IN ({', '.join('?' * len(leave_out))})")
+        params += list(leave_out)
+    rows = db.query(f"SELECT type, agent_address, goal_id, task_id, content, created_at FROM event_stream "
+                    f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit))
     return [Event(*row) for row in reversed(rows)]
 
 

@@ -13,6 +13,7 @@ from automaton_min.store.goals import insert_task
 MAX_TASKS = 12
 DEFAULT_TIMEOUT_MS = 300_000
 MAX_TIMEOUT_MS = 86_400_000
+MAX_COST_CENTS = 100_000_000  # a million dollars: beyond any task's budget, and within SQLite's integers
 
 
 class PlanRefused(UserError):
@@ -55,6 +56,8 @@ def _one(n: int, item: Any, count: int) -> PlannedTask:
     title = item.get("title")
     if not isinstance(title, str) or not title.strip() or len(title) > 200:
         raise PlanRefused(f"{where}: a title of 1 to 200 characters")
+    if not title.isprintable():
+        raise PlanRefused(f"{where}: a title is one line of text (no line breaks or control characters)")
     deps = item.get("depends_on", [])
     if not isinstance(deps, list) or not all(type(d) is int for d in deps):
         raise PlanRefused(f"{where}: depends_on is a list of task numbers")
@@ -65,8 +68,8 @@ def _one(n: int, item: Any, count: int) -> PlannedTask:
             raise PlanRefused(f"{where} depends on task {dep}, which the plan does not have (1 to {count})")
     cost, timeout, priority = (item.get("estimated_cost_cents", 0), item.get("timeout_ms", DEFAULT_TIMEOUT_MS),
                                item.get("priority", 50))
-    if type(cost) is not int or cost < 0:
-        raise PlanRefused(f"{where}: estimated_cost_cents is a whole number, not negative")
+    if type(cost) is not int or not 0 <= cost <= MAX_COST_CENTS:
+        raise PlanRefused(f"{where}: estimated_cost_cents is a whole number from 0 to {MAX_COST_CENTS}")
     if type(timeout) is not int or not 0 < timeout <= MAX_TIMEOUT_MS:
         raise PlanRefused(f"{where}: timeout_ms is a positive whole number up to {MAX_TIMEOUT_MS}")
     if type(priority) is not int or not 0 <= priority <= 100:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from automaton_min.goals.board import ready_tasks
+from automaton_min.goals.text import shown
 from automaton_min.store.goals import Goal, Task, goals, tasks_of
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
 
 TOKEN_LIMIT = 2_000
+TITLE_CHARS = 200
 MARKS = {"completed": "x", "running": "~", "assigned": "~"}
 
 
@@ -27,7 +29,7 @@ def task_line(task: Task, ready: bool) -> str:
         where = f"{task.status}: {task.assigned_to or 'you'}"
     else:
         where = "ready" if ready else task.status
-    return f"- [{mark}] {task.title} ({where}; id {task.id})"
+    return f"- [{mark}] {shown(task.title, TITLE_CHARS)} ({where}; id {task.id})"
 
 
 def plan_lines(db: "Database", goal: Goal) -> list[str]:
@@ -37,7 +39,8 @@ def plan_lines(db: "Database", goal: Goal) -> list[str]:
     budget = sum(task.estimated_cost_cents for task in tasks)
     spent = int(db.scalar("SELECT COALESCE(SUM(actual_cost_cents), 0) FROM task_graph WHERE goal_id = ?",
                           (goal.id,), default=0))
-    head = f"## Goal: {goal.title} [{_dollars(budget)} budget, {_dollars(spent)} spent] ({goal.status}; id {goal.id})"
+    head = (f"## Goal: {shown(goal.title, TITLE_CHARS)} [{_dollars(budget)} budget, {_dollars(spent)} spent] "
+            f"({goal.status}; id {goal.id})")
     lines = [head] + [task_line(task, task.id in ready) for task in tasks]
     return lines if tasks else [head, "- (no tasks yet: plan it)"]
 
@@ -75,5 +78,6 @@ def short_todo(db: "Database") -> str | None:
     goal, tasks = active[0], tasks_of(db, active[0].id)
     done = sum(task.status == "completed" for task in tasks)
     task = next_task(db)
-    after = f"next: {task.title} (id {task.id})" if task else "no task ready" if tasks else "no tasks yet: plan it"
-    return f"Goal: {goal.title} ({done} of {len(tasks)} tasks done; {after})"
+    after = (f"next: {shown(task.title, TITLE_CHARS)} (id {task.id})" if task else "no task ready" if tasks
+             else "no tasks yet: plan it")
+    return f"Goal: {shown(goal.title, TITLE_CHARS)} ({done} of {len(tasks)} tasks done; {after})"

@@ -136,6 +136,16 @@ def active_goal_origin(db: "Database") -> str | None:
                      "WHERE g.status = 'active' ORDER BY g.created_at DESC LIMIT 1")
 
 
+def goal_origin_of(db: "Database", *, goal_id: object = None, task_id: object = None) -> str | None:
+    """Who set the goal named by ``goal_id``, or the goal of ``task_id``; None when neither names one."""
+    if not isinstance(goal_id, str) and isinstance(task_id, str):
+        goal_id = db.scalar("SELECT goal_id FROM task_graph WHERE id = ?", (task_id,))
+    if not isinstance(goal_id, str):
+        return None
+    return db.scalar("SELECT COALESCE(o.origin, 'agent') FROM goals g LEFT JOIN goal_origins o ON o.goal_id = g.id "
+                     "WHERE g.id = ?", (goal_id,))
+
+
 def get_goal(db: "Database", goal_id: str) -> Goal | None:
     row = db.query_one(f"SELECT {_GOAL} FROM goals WHERE id = ?", (goal_id,))
     return Goal(*row) if row else None
@@ -161,8 +171,8 @@ def insert_task(db: "Database", goal_id: str, title: str, description: str | Non
 
 def tasks_of(db: "Database", goal_id: str) -> list[Task]:
     """A goal's tasks in plan order."""
-    return [_task(row) for row in db.query(f"SELECT {_TASK} FROM task_graph WHERE goal_id = ? ORDER BY created_at, id",
-                                           (goal_id,))]
+    return [_task(row) for row in db.query(f"SELECT {_TASK} FROM task_graph WHERE goal_id = ? "
+                                           "ORDER BY created_at, length(id), id", (goal_id,))]
 
 
 def get_task(db: "Database", task_id: str) -> Task | None:

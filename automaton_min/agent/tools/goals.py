@@ -9,9 +9,13 @@ from typing import Any
 from automaton_min.agent.tools.base import ToolContext, ToolFailure
 from automaton_min.agent.tools.loop_control import tool_family
 from automaton_min.errors import AutomatonError, UserError
+from automaton_min.goals.plan import MAX_COST_CENTS, MAX_TIMEOUT_MS
 
 BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
+BACKOFF_TURN_KEY = "blocked_goal_backoff_turn"  # the turn that last doubled it
+PLANNING_TURN_KEY = "goal_planning_turn"  # the turn that last asked the planner: one planning per turn
 FIRST_BACKOFF_MS, MAX_BACKOFF_MS = 120_000, 600_000
+
 GOAL_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The goal's id (list_goals)"}
 
 
@@ -21,29 +25,40 @@ def _actor(ctx: ToolContext) -> str:
 
 def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.goals.board import Blocked, create_goal
-    from automaton_min.goals.plan import check_plan, store_plan
-    from automaton_min.store.kv import delete_value, get_value, set_value
+    from automaton_min.goals.plan import check_plan
+    from automaton_min.store.kv import delete_value
 
     try:
         _no_goal_active(ctx)
         planned = check_plan(args["tasks"]) if "tasks" in args else _planned(ctx, args)
         goal = create_goal(ctx.db, args["title"], args.get("description"), strategy=args.get("strategy"),
-                           actor=_actor(ctx), now_ms=ctx.now(), origin=ctx.authority)
+                           actor=_actor(ctx), now_ms=ctx.now(), origin=ctx.authority, plan=planned)
     except Blocked as exc:
-        previous = get_value(ctx.db, BACKOFF_KEY)
-        wait_ms = min(int(previous) * 2, MAX_BACKOFF_MS) if previous and previous.isdigit() else FIRST_BACKOFF_MS
-        with ctx.db.transaction():
-            set_value(ctx.db, BACKOFF_KEY, str(wait_ms), ctx.now())
-        if ctx.services.loop is not None:
-            ctx.services.loop.request_sleep(wait_ms // 1000, f"a goal is active; create_goal waits {wait_ms // 1000} s")
-        return f"BLOCKED: {exc}. Sleeping {wait_ms // 1000} s before anything else."
+        wait_s = _back_off(ctx)
+        return f"BLOCKED: {exc}. You sleep {wait_s} s when this turn ends."
     except UserError as exc:
         raise ToolFailure(f"goal not created: {exc}") from None
     with ctx.db.transaction():
         delete_value(ctx.db, BACKOFF_KEY)
-        ids = store_plan(ctx.db, goal.id, planned, ctx.now()) if planned else []
-    plan = f" with {len(ids)} tasks" if ids else " (no tasks yet)"
+    plan = f" with {len(planned)} tasks" if planned else " (no tasks yet)"
     return f"Goal {goal.title!r} created (id {goal.id}){plan}. get_plan shows what is ready."
+
+
+def _back_off(ctx: ToolContext) -> int:
+    """The blocked-goal back-off in seconds, doubled once per turn (more BLOCKED calls in a turn add nothing),
+    asked of the loop as the sleep that ends the turn."""
+    from automaton_min.store.kv import get_value, set_value
+
+    previous = get_value(ctx.db, BACKOFF_KEY)
+    wait_ms = int(previous) if previous and previous.isdigit() else 0
+    if get_value(ctx.db, BACKOFF_TURN_KEY) != (ctx.turn_id or "") or not wait_ms:
+        wait_ms = min(wait_ms * 2, MAX_BACKOFF_MS) if wait_ms else FIRST_BACKOFF_MS
+        with ctx.db.transaction():
+            set_value(ctx.db, BACKOFF_KEY, str(wait_ms), ctx.now())
+            set_value(ctx.db, BACKOFF_TURN_KEY, ctx.turn_id or "", ctx.now())
+    if ctx.services.loop is not None:
+        ctx.services.loop.request_sleep(wait_ms // 1000, f"a goal is active; create_goal waits {wait_ms // 1000} s")
+    return wait_ms // 1000
 
 
 def _no_goal_active(ctx: ToolContext) -> None:
@@ -59,9 +74,15 @@ def _no_goal_active(ctx: ToolContext) -> None:
 def _planned(ctx: ToolContext, args: dict[str, Any]):
     """The planner's plan when the call gives no tasks and a model can plan; else none (tasks come later)."""
     from automaton_min.goals.planner import plan_goal
+    from automaton_min.store.kv import get_value, set_value
 
     if ctx.services.router is None:
         return None
+    if ctx.turn_id and get_value(ctx.db, PLANNING_TURN_KEY) == ctx.turn_id:
+        raise UserError("the planner has been asked once this turn already; give the tasks yourself or plan again "
+                        "next turn")
+    with ctx.db.transaction():
+        set_value(ctx.db, PLANNING_TURN_KEY, ctx.turn_id or "", ctx.now())
     tier = getattr(ctx.services.loop, "tier", "normal")
     return plan_goal(ctx.services.router, args["title"], args.get("description"), args.get("strategy"), tier=tier,
                      turn_id=ctx.turn_id)
@@ -133,6 +154,7 @@ def run_complete_task(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.agent.tools.loop_control import need
+    from automaton_min.goals.board import waiting_on
     from automaton_min.goals.delegate import assign, assignment_text
     from automaton_min.store.children import FUNDABLE, get_child
     from automaton_min.store.goals import get_task
@@ -141,6 +163,10 @@ def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
     if task is None or task.status != "pending":
         raise ToolFailure(f"task {args['task_id']!r} is {task.status if task else 'unknown'}: only a pending task "
                           "is given to a child (get_plan)")
+    waiting = waiting_on(ctx.db, task)
+    if waiting:
+        raise ToolFailure(f"task {task.title!r} waits for {', '.join(repr(t.title) for t in waiting)}: only a ready "
+                          "task is given to a child")
     if child is None or child.status not in FUNDABLE:  # a verified wallet, not stopped or gone
         raise ToolFailure(f"child {args['child_id']!r} is {child.status if child else 'unknown'}: give tasks to a "
                           "living child (list_children)")
@@ -161,8 +187,8 @@ TASK_ITEM = {"type": "object", "additionalProperties": False, "required": ["titl
     "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 12,
                    "description": "Numbers (from 1) of the tasks this one waits for"},
     "priority": {"type": "integer", "minimum": 0, "maximum": 100},
-    "estimated_cost_cents": {"type": "integer"},
-    "timeout_ms": {"type": "integer"},
+    "estimated_cost_cents": {"type": "integer", "minimum": 0, "maximum": MAX_COST_CENTS},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_MS},
 }}
 
 
