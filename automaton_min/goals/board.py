@@ -53,7 +53,8 @@ def cancel_goal(db: "Database", goal_id: str, reason: str, *, actor: str, now_ms
     with db.transaction():
         goal = _goal(db, goal_id)
         if not move_goal(db, goal.id, ("active", "paused"), "failed", now_ms):
-            raise UserError(f"goal {goal.title!r} is {goal.status}: only an active or paused goal is cancelled")
+            raise UserError(f"goal {goal.title!r} has ended ({goal.status}): only an active or paused goal is "
+                            "cancelled")
         for task in tasks_of(db, goal.id):
             move_task(db, task.id, OPEN_TASK, "cancelled", now_ms, result=f"goal cancelled: {reason}"[:TEXT_LIMIT])
         record_event(db, "goal_cancelled", actor, f"goal {goal.title!r} cancelled: {reason}", now_ms,
