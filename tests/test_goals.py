@@ -284,6 +284,9 @@ def test_a_goal_done_by_the_agent_and_its_child_only_the_childs_signed_report_co
     relay.inject(relay.signed_message(CHILD_KEY, child, agent.wallet.address, f"task done {check}: rhymes checked"))
     assert f"task {check} completed by {child.lower()}" in poll(agent, relay).summary
     assert get_task(agent.db, check).result == "rhymes checked"
+    statuses = dict(agent.db.query("SELECT lower(from_address), status FROM inbox_messages"))
+    assert statuses[child.lower()] == "processed"  # taken as the report: no turn reads it as an outsider's order
+    assert statuses[Account.from_key(stranger).address.lower()] == "received"
 
     # The cycle that reads the stranger's message is external: it completes nothing of the agent's goal.
     model.script(openai_answer(None, [call("complete_task", task_id=publish, result="sold")]), openai_answer("ok"))

@@ -12,6 +12,7 @@ from automaton_min.errors import UserError
 from automaton_min.goals.board import complete_task, fail_task
 from automaton_min.goals.events import record_event
 from automaton_min.store.goals import Task, get_task, move_task
+from automaton_min.store.inbox import mark_taken
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
@@ -38,9 +39,10 @@ def assign(db: "Database", task_id: str, child_address: str, *, actor: str, now_
     return True
 
 
-def take_report(db: "Database", signer: str | None, content: str, now_ms: int) -> str | None:
-    """A verified message that reports a task done: completes it if its signer is the task's assignee; a line on
-    what happened, or None when the message reports no known task."""
+def take_report(db: "Database", message_id: str, signer: str | None, content: str, now_ms: int) -> str | None:
+    """A verified message that reports a task done: completes it if its signer is the task's assignee, the message
+    taken with it (no turn reads it: a child's report is not an outsider's order to answer); a line on what
+    happened, or None when the message reports no known task."""
     found = REPORT.search(content or "")
     with db.transaction():  # read and completed together: the agent or the owner may end the task meanwhile
         task = get_task(db, found.group(1)) if found else None
@@ -53,6 +55,7 @@ def take_report(db: "Database", signer: str | None, content: str, now_ms: int) -
             return f"task {task.id}: a report not from its assignee was ignored"
         try:
             complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms)
+            mark_taken(db, message_id, now_ms)
         except UserError as exc:  # the task cannot be completed as it stands: this report only, not the poll's rest
             return f"task {task.id}: a report was not taken ({exc})"
     return f"task {task.id} completed by {signer.lower()}"

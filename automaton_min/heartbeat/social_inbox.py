@@ -95,7 +95,7 @@ def task_reports(ctx: TaskContext, stored: list) -> list[str]:
     lines = []
     for accepted in stored:
         message = get_message(ctx.db, accepted.id)
-        line = take_report(ctx.db, accepted.signed_by, message.content, ctx.now()) if message else None
+        line = take_report(ctx.db, message.id, accepted.signed_by, message.content, ctx.now()) if message else None
         lines += [line] if line else []
     return lines
 

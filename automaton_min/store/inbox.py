@@ -113,6 +113,13 @@ def mark_processed(db: "Database", ids: Iterable[str], now_ms: int) -> int:
     return db.connection.changes()
 
 
+def mark_taken(db: "Database", id: str, now_ms: int) -> bool:
+    """A message the runtime acted on itself (a child's task report): processed without a turn reading it."""
+    db.execute("UPDATE inbox_messages SET status = 'processed', processed_at = ? WHERE id = ? AND status = 'received'",
+               (to_iso(now_ms), id))
+    return db.connection.changes() == 1
+
+
 _RELEASE = (
     "UPDATE inbox_messages SET status = CASE WHEN retry_count >= max_retries THEN 'failed' ELSE 'received' END"
     " WHERE status = 'in_progress'"
