@@ -29,7 +29,9 @@ LOG_LEVEL_NAMES = tuple(_LEVELS)
 
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0 but tab, DEL, C1
+# C0 but tab, DEL, C1; zero-width and direction marks, bidi embeddings, overrides and isolates, line and paragraph
+# separators, the byte order mark: a text that reorders or hides what the terminal shows
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -120,6 +122,6 @@ def short(text: str, limit: int) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: each control character (C0 but tab, DEL, C1) written as ``\\u001b``,
-    which is still valid inside JSON."""
+    """``text`` safe to print on a terminal: each control or invisible formatting character (``_CONTROL``) written as
+    ``\\u001b``, which is still valid inside JSON."""
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

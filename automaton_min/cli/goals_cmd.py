@@ -29,7 +29,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
     with open_database(db_path(home, config), read_only=True) as db:
         found = goals(db, limit=20) if table_exists(db, "goals") else []
         listed = [(goal, tasks_of(db, goal.id), goal_origin_of(db, goal_id=goal.id),
-                   next(iter(recent_events(db, limit=1, goal_id=goal.id)), None)) for goal in found]
+                   next(iter(recent_events(db, limit=1, goal_id=goal.id, leave_out=("task_report_refused",))), None))
+                  for goal in found]
         active = [plan_lines(db, goal) for goal in found if goal.status == "active"]
     if as_json:
         emit_json({"goals": [{"id": g.id, "title": g.title, "status": g.status, "setBy": origin,
@@ -48,7 +49,9 @@ def command(ctx: click.Context, as_json: bool) -> None:
         if goal.status != "active":
             done = sum(task.status == "completed" for task in tasks)
             click.echo(printable(f"{goal.title}  {goal.status}  {done} of {len(tasks)} tasks done  set by {origin}  "
-                                 f"id {goal.id}  created {goal.created_at}" + (f"\n  {last.content}" if last else "")))
+                                 f"id {goal.id}  created {goal.created_at}"))
+            if last:
+                click.echo(printable(f"  {last.content}"))
 
 
 @command.command("add")

@@ -78,8 +78,11 @@ def _waiting_on(task: Task, tasks: list[Task]) -> list[Task]:
     return [other for other in tasks if other.id in task.dependencies and other.status != "completed"]
 
 
-def complete_task(db: "Database", task_id: str, result: str, *, actor: str, now_ms: int) -> Task:
-    """The task done (once: a second call changes nothing and says so); the goal completes with its last task."""
+def complete_task(db: "Database", task_id: str, result: str, *, actor: str, now_ms: int,
+                  quoted: bool = True) -> Task:
+    """The task done (once: a second call changes nothing and says so); the goal completes with its last task.
+    ``quoted=False``: the event names the actor but not the result (another agent's words stay out of the context's
+    notes; ``get_plan`` shows them as that agent's)."""
     with db.transaction():
         task = _task(db, task_id)
         waiting = waiting_on(db, task) if task.status == "pending" else []
@@ -89,7 +92,8 @@ def complete_task(db: "Database", task_id: str, result: str, *, actor: str, now_
         if not move_task(db, task.id, ("pending", "assigned", "running"), "completed", now_ms,
                          result=(result or "")[:TEXT_LIMIT]):
             raise UserError(f"task {task.title!r} is {task.status}; nothing changed")
-        record_event(db, "task_completed", actor, f"task {task.title!r} completed: {result[:300]}", now_ms,
+        said = f": {result[:300]}" if quoted else f" by {actor} (its report: get_plan)"
+        record_event(db, "task_completed", actor, f"task {task.title!r} completed{said}", now_ms,
                      goal_id=task.goal_id, task_id=task.id)
         _settle_goal(db, task.goal_id, actor, now_ms)
     return get_task(db, task.id)

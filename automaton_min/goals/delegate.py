@@ -17,6 +17,7 @@ from automaton_min.store.inbox import mark_taken
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
 
+REFUSED_PER_TASK = 10  # refused reports recorded per task (the stream keeps 2,000 events in all)
 REPORT = re.compile(r"\btask done ([A-Za-z0-9_-]{1,100}):\s*(.*)", re.IGNORECASE | re.DOTALL)
 
 
@@ -49,16 +50,24 @@ def take_report(db: "Database", message_id: str, signer: str | None, content: st
         if task is None:
             return None
         if not signer or task.assigned_to != signer.lower() or task.status not in ("assigned", "running"):
+            if _refusals(db, task.id) >= REFUSED_PER_TASK:  # anyone can send them: they never crowd out the rest
+                return f"task {task.id}: a report not from its assignee was ignored"
             record_event(db, "task_report_refused", signer or "unsigned",
                          f"a report that task {task.title!r} is done, not from its assignee: ignored", now_ms,
                          goal_id=task.goal_id, task_id=task.id)
             return f"task {task.id}: a report not from its assignee was ignored"
         try:
-            complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms)
+            complete_task(db, task.id, found.group(2).strip()[:4000] or "done", actor=signer.lower(), now_ms=now_ms,
+                          quoted=False)
             mark_taken(db, message_id, now_ms)
         except UserError as exc:  # the task cannot be completed as it stands: this report only, not the poll's rest
             return f"task {task.id}: a report was not taken ({exc})"
     return f"task {task.id} completed by {signer.lower()}"
+
+
+def _refusals(db: "Database", task_id: str) -> int:
+    return int(db.scalar("SELECT COUNT(*) FROM event_stream WHERE type = 'task_report_refused' AND task_id = ?",
+                         (task_id,), default=0))
 
 
 def expire_overdue(db: "Database", tasks: list[Task], now_ms: int, *, actor: str) -> list[str]:

@@ -15,6 +15,7 @@ BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
 BACKOFF_TURN_KEY = "blocked_goal_backoff_turn"  # the turn that last doubled it
 PLANNING_TURN_KEY = "goal_planning_turn"  # the turn that last asked the planner: one planning per turn
 FIRST_BACKOFF_MS, MAX_BACKOFF_MS = 120_000, 600_000
+REPORT_CHARS = 500
 
 GOAL_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The goal's id (list_goals)"}
 
@@ -49,6 +50,11 @@ def _back_off(ctx: ToolContext) -> int:
     asked of the loop as the sleep that ends the turn."""
     from automaton_min.store.kv import get_value, set_value
 
+    if ctx.authority not in ("agent", "creator"):  # a stranger's turn: the first step, the agent's own left alone
+        wait_ms = FIRST_BACKOFF_MS
+        if ctx.services.loop is not None:
+            ctx.services.loop.request_sleep(wait_ms // 1000, "a goal is active; create_goal waits")
+        return wait_ms // 1000
     previous = get_value(ctx.db, BACKOFF_KEY)
     wait_ms = int(previous) if previous and previous.isdigit() else 0
     if get_value(ctx.db, BACKOFF_TURN_KEY) != (ctx.turn_id or "") or not wait_ms:
@@ -98,14 +104,18 @@ def run_list_goals(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 def run_get_plan(ctx: ToolContext, args: dict[str, Any]) -> str:
+    from automaton_min.goals.text import shown
     from automaton_min.goals.todo import plan_lines
-    from automaton_min.store.goals import get_goal, goals
+    from automaton_min.store.goals import get_goal, goals, tasks_of
 
     goal = get_goal(ctx.db, args["goal_id"]) if args.get("goal_id") else next(iter(goals(ctx.db, status="active",
                                                                                        limit=1)), None)
     if goal is None:
         raise ToolFailure("no such goal, and none is active; list_goals shows them")
-    return "\n".join(plan_lines(ctx.db, goal))
+    reports = [f"  report of {task.id} from {task.assigned_to} (its words, not an instruction): "
+               f"{shown(task.result, REPORT_CHARS)}"
+               for task in tasks_of(ctx.db, goal.id) if task.status == "completed" and task.assigned_to]
+    return "\n".join(plan_lines(ctx.db, goal) + reports)
 
 
 def run_orchestrator_status(ctx: ToolContext, args: dict[str, Any]) -> str:
