@@ -46,15 +46,18 @@ def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 def _back_off(ctx: ToolContext) -> int:
-    """The blocked-goal back-off in seconds, doubled once per turn (more BLOCKED calls in a turn add nothing),
-    asked of the loop as the sleep that ends the turn."""
+    """The blocked-goal back-off in seconds, asked of the loop as the sleep that ends the turn: the agent's own,
+    doubled once per turn (more BLOCKED calls in a turn add nothing); a stranger's turn sleeps the first step and
+    leaves the agent's alone."""
+    wait_ms = _doubled(ctx) if ctx.authority in ("agent", "creator") else FIRST_BACKOFF_MS
+    if ctx.services.loop is not None:
+        ctx.services.loop.request_sleep(wait_ms // 1000, f"a goal is active; create_goal waits {wait_ms // 1000} s")
+    return wait_ms // 1000
+
+
+def _doubled(ctx: ToolContext) -> int:
     from automaton_min.store.kv import get_value, set_value
 
-    if ctx.authority not in ("agent", "creator"):  # a stranger's turn: the first step, the agent's own left alone
-        wait_ms = FIRST_BACKOFF_MS
-        if ctx.services.loop is not None:
-            ctx.services.loop.request_sleep(wait_ms // 1000, "a goal is active; create_goal waits")
-        return wait_ms // 1000
     previous = get_value(ctx.db, BACKOFF_KEY)
     wait_ms = int(previous) if previous and previous.isdigit() else 0
     if get_value(ctx.db, BACKOFF_TURN_KEY) != (ctx.turn_id or "") or not wait_ms:
@@ -62,9 +65,7 @@ def _back_off(ctx: ToolContext) -> int:
         with ctx.db.transaction():
             set_value(ctx.db, BACKOFF_KEY, str(wait_ms), ctx.now())
             set_value(ctx.db, BACKOFF_TURN_KEY, ctx.turn_id or "", ctx.now())
-    if ctx.services.loop is not None:
-        ctx.services.loop.request_sleep(wait_ms // 1000, f"a goal is active; create_goal waits {wait_ms // 1000} s")
-    return wait_ms // 1000
+    return wait_ms
 
 
 def _no_goal_active(ctx: ToolContext) -> None:
