@@ -50,16 +50,6 @@ def recent_events(db: "Database", *, limit: int = 10, goal_id: str | None = None
     return [Event(*row) for row in reversed(rows)]
 
 
-def prune_events(db: "Database", batch: int, keep: int = KEEP) -> int:
-    """The oldest events beyond ``keep``, at most ``batch`` of them (retention)."""
-    count = int(db.scalar("SELECT COUNT(*) FROM event_stream", default=0))
-    if count <= keep:
-        return 0
-    db.execute("DELETE FROM event_stream WHERE id IN (SELECT id FROM event_stream ORDER BY created_at, id LIMIT ?)",
-               (min(batch, count - keep),))
-    return db.connection.changes()
-
-
 def events_since(db: "Database", at: str | None, limit: int) -> list[dict[str, str]]:
     """The newest ``limit`` events at or after ``at`` (None: any), oldest first, as ``logs`` shows changes
     (``at``, ``type``, ``description``); none before the table exists."""

@@ -51,6 +51,16 @@ def _delete_batch(db: "Database", table: str, key: str, condition: str, params: 
     return db.connection.changes()
 
 
+def _keep_newest(db: "Database", table: str, order: str, keep: int) -> int:
+    """One batch of ``table``'s oldest rows (by ``order``) beyond the newest ``keep``."""
+    excess = int(db.scalar(f"SELECT COUNT(*) FROM {table}", default=0)) - keep
+    if excess <= 0:
+        return 0
+    db.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} ORDER BY {order} LIMIT ?)",
+               (min(BATCH, excess),))
+    return db.connection.changes()
+
+
 def _repeat(step: Callable[[], int], deadline: float, stop: Any) -> int:
     """Run ``step`` until it removes less than a batch, the budget is spent or a stop is asked."""
     total = 0
@@ -80,8 +90,8 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
     from automaton_min.inference.router import prune_inference_costs
     from automaton_min.store.wake import prune_consumed
     from automaton_min.store.inbox import prune_processed
-    from automaton_min.store.modifications import prune as prune_modifications
-    from automaton_min.goals.events import prune_events
+    from automaton_min.store.modifications import KEEP as MODIFICATIONS_KEPT
+    from automaton_min.goals.events import KEEP as EVENTS_KEPT
     from automaton_min.store.turns import prune_turns
     from automaton_min.treasury.ledger import prune_resolved
     from automaton_min.treasury.spend import SpendTracker
@@ -121,8 +131,8 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
         "sent_messages": lambda: _delete_batch(db, "sent_messages", "message_id", "created_at < ?",
                                                (to_iso(older("sent_messages")),)),
         "turns": turns_step,
-        "modifications": lambda: prune_modifications(db, BATCH),
-        "event_stream": lambda: prune_events(db, BATCH),
+        "modifications": lambda: _keep_newest(db, "modifications", "id", MODIFICATIONS_KEPT),
+        "event_stream": lambda: _keep_newest(db, "event_stream", "created_at, id", EVENTS_KEPT),
         "failed_turns": lambda: _delete_batch(db, "failed_turns", "id", "timestamp < ?",
                                               (to_iso(older("failed_turns")),)),
     }

@@ -70,13 +70,3 @@ def latest_change(db: "Database", prefix: str) -> dict[str, Any] | None:
     found = db.query("SELECT timestamp, type, description FROM modifications WHERE type LIKE ? ORDER BY id DESC "
                      "LIMIT 1", (prefix + "%",))
     return {"at": found[0][0], "type": found[0][1], "description": found[0][2]} if found else None
-
-
-def prune(db: "Database", batch: int) -> int:
-    """The oldest rows beyond ``KEEP``, at most ``batch`` of them."""
-    count = int(db.scalar("SELECT COUNT(*) FROM modifications", default=0))
-    if count <= KEEP:
-        return 0
-    db.execute("DELETE FROM modifications WHERE id IN (SELECT id FROM modifications ORDER BY id LIMIT ?)",
-               (min(batch, count - KEEP),))
-    return db.connection.changes()
