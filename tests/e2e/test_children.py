@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -93,13 +94,20 @@ def wait_for(condition, what: str, timeout_s: float = 60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud, children_to_stop, cli):
+@contextmanager
+def a_parent(agent_for, cloud):
+    """A parent agent on the Conway stand-in and a loopback relay, with this build published as a signed release
+    for its children: (the parent, the relay, the build)."""
     program, version = child_program()
+    build = Build(None, TEST_PUBLIC_KEY, version, "", ARCH)
     with ReleaseServer() as releases, SocialRelay(system_now) as relay:
         releases.publish(manifest(version, {ARCH: program}, system_now()), {ARCH: program})
-        parent = agent_for(release=Build(None, TEST_PUBLIC_KEY, version, "", ARCH), conwayApiUrl=cloud.url,
-                           conwayApiKey=cloud.api_key, socialRelayUrl=relay.url,
-                           updateManifestUrl=releases.manifest_url)
+        yield agent_for(release=build, conwayApiUrl=cloud.url, conwayApiKey=cloud.api_key, socialRelayUrl=relay.url,
+                        updateManifestUrl=releases.manifest_url), relay, build
+
+
+def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud, children_to_stop, cli):
+    with a_parent(agent_for, cloud) as (parent, relay, build):
         parent_address = parent.wallet.address
 
         # spawn: one sandbox, the release installed and checked there, the child's own wallet read back
@@ -159,7 +167,7 @@ def test_a_child_lives_its_whole_life_through_the_parent(agent_for, model, cloud
                                 (child.address.lower(),)) == 1
 
         # killed: the health check restarts it
-        health = children_tasks(Build(None, TEST_PUBLIC_KEY, version, "", ARCH))["check_child_health"]
+        health = children_tasks(build)["check_child_health"]
         kill_child(cloud, sandbox_id)
         outcome = health(task_context(parent))
         assert "restarted" in outcome.summary, outcome.summary

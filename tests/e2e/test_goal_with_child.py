@@ -8,17 +8,13 @@ from __future__ import annotations
 import json
 import re
 
-from automaton_min.clock import system_now
 from automaton_min.config import load_config
 from automaton_min.heartbeat.social_inbox import check_social_inbox
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.store.children import list_children
 from automaton_min.store.goals import get_goal, get_task
-from automaton_min.update.baked import Build
 from standins.model_servers import openai_answer
-from standins.releases import TEST_PUBLIC_KEY, ReleaseServer, child_program, manifest
-from standins.social_relay import SocialRelay
-from test_children import ARCH, agent_clock, call, children_to_stop, cloud, model, wait_for  # noqa: F401
+from test_children import a_parent, agent_clock, call, children_to_stop, cloud, model, wait_for  # noqa: F401
 
 PLAN = [{"title": "Write the poem"}, {"title": "Check the rhymes"},
         {"title": "Publish it", "depends_on": [1, 2]}]
@@ -37,12 +33,7 @@ def child_reports(parent_address: str):
 
 
 def test_a_goal_is_done_by_the_agent_and_a_real_child(agent_for, model, cloud, children_to_stop):
-    program, version = child_program()
-    with ReleaseServer() as releases, SocialRelay(system_now) as relay:
-        releases.publish(manifest(version, {ARCH: program}, system_now()), {ARCH: program})
-        parent = agent_for(release=Build(None, TEST_PUBLIC_KEY, version, "", ARCH), conwayApiUrl=cloud.url,
-                           conwayApiKey=cloud.api_key, socialRelayUrl=relay.url,
-                           updateManifestUrl=releases.manifest_url)
+    with a_parent(agent_for, cloud) as (parent, relay, _):
         model.script(openai_answer(None, [call("spawn_child", name="kid", genesis_prompt="Check rhymes.")]),
                      openai_answer("Spawned."))
         parent.loop.run_cycle("work")
