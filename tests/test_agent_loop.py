@@ -64,13 +64,45 @@ def test_five_failing_turns_sleep_five_minutes_and_leave_no_turns(agent_for, mod
     assert agent.db.scalar("SELECT COUNT(*) FROM turns") == 0
 
 
-def test_repeating_is_warned_then_forced_to_sleep(agent_for, model, clock) -> None:
+def test_the_same_call_three_times_is_warned_then_forced_to_sleep(agent_for, model, clock) -> None:
     agent = agent_for()
-    model.script(*(openai_answer(None, [call("exec", command="date")]) for _ in range(6)))
+    model.script(*(openai_answer(None, [call("exec", command="echo same")]) for _ in range(6)))
     result = agent.loop.run_cycle("test")
-    assert result.turns == 6 and slept_for(agent, clock) == LOOP_ENFORCEMENT_SLEEP_S
+    assert result.turns == 4 and slept_for(agent, clock) == LOOP_ENFORCEMENT_SLEEP_S
+    assert "kept repeating exec" in result.reason
     fourth = model.requests[3].body["messages"]
-    assert "called exec 3 times in a row" in fourth[-1]["content"]
+    assert "brought nothing new" in fourth[-1]["content"]
+
+
+def test_ten_different_commands_in_ten_turns_are_work_and_all_run(agent_for, model, home) -> None:
+    """A small model's one call a turn: ten different commands (each with the same bare exit code) all run; only
+    the cycle's turn limit ends them (the seed's literal rule took three execs in a row for a loop)."""
+    agent = agent_for(maxTurnsPerCycle=10)
+    model.script(*(openai_answer(None, [call("exec", command=f"mkdir part{n}")]) for n in range(10)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 10 and result.reason == "reached 10 turns in this wake cycle"
+    assert all((home.root / "workspace" / f"part{n}").is_dir() for n in range(10))
+    assert not any("nothing new" in r.body["messages"][-1]["content"] for r in model.requests)
+
+
+def test_a_large_models_exec_only_turns_with_new_results_run(agent_for, model) -> None:
+    """Run the tests, change a file, run them again: the same command with a new result each time is work."""
+    agent = agent_for(maxTurnsPerCycle=6)
+    commands = ["echo 1 >> runs; wc -l < runs", "echo edit >> notes", "echo 1 >> runs; wc -l < runs",
+                "tail -1 notes", "echo 1 >> runs; wc -l < runs", "cat notes"]
+    model.script(*(openai_answer(None, [call("exec", command=command)]) for command in commands))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 6 and result.reason == "reached 6 turns in this wake cycle"
+    assert agent.db.scalar("SELECT COUNT(*) FROM tool_calls WHERE name = 'exec' AND error IS NULL") == 6
+
+
+def test_two_calls_alternating_with_nothing_new_sleep(agent_for, model, clock) -> None:
+    agent = agent_for()
+    pair = [call("exec", command="echo ping"), call("read_file", path="missing.txt")]
+    model.script(*(openai_answer(None, [pair[n % 2]]) for n in range(8)))
+    result = agent.loop.run_cycle("test")
+    assert result.turns == 5 and slept_for(agent, clock) == LOOP_ENFORCEMENT_SLEEP_S
+    assert "brought nothing new" in model.requests[4].body["messages"][-1]["content"]
 
 
 def test_inbox_messages_are_processed_in_the_turn_that_reads_them(agent_for, model, clock) -> None:

@@ -190,3 +190,52 @@ def test_the_real_agent_does_its_goals_next_task(agent_for, model, home) -> None
           f" calls {[(n, a[:70], (r or e or '')[:50]) for n, a, r, e in calls]}")
     status = home.root / "workspace" / "status.txt"
     assert status.is_file() and status.read_text().strip(), calls
+
+
+# --------------------------------------------------------------------------- small models in their own words
+
+NEW_USER_PURPOSES = {  # the README's wording, and how a new user would put the same thing
+    "readme": ("Write a haiku about the sea into haiku.txt, then sleep.", "haiku.txt"),
+    "new user": ("Write a three-line haiku about the sea into haiku.txt in your workspace.", "haiku.txt"),
+}
+TOLD = "Remember this: the vault code is ultramarine-4417."
+ASKED = "What is the vault code?"
+
+
+@pytest.mark.parametrize("wording", sorted(NEW_USER_PURPOSES))
+def test_a_small_model_in_a_new_users_words_acts_and_remembers_what_it_was_told(agent_for, model, home, clock,
+                                                                                 wording) -> None:
+    """The measurement README's Local model section gives (``-s`` prints it): the real agent on the server's model
+    (``AUTOMATON_LLAMACPP_MODEL`` names it in the output only), its purpose in the README's words or a new user's,
+    up to 8 turns; then the creator's signed message with a fact, and later the question. Asserted: the told fact
+    reaches the prompt of the turn that asks (whatever the mode); what the model did is printed, not asserted."""
+    import time
+
+    from automaton_min.social.receive import receive
+
+    purpose, produced = NEW_USER_PURPOSES[wording]
+    agent = agent_for(genesisPrompt=purpose, maxTurnsPerCycle=8, modelStrategy={"temperature": 0, "seed": 7})
+    started = time.monotonic()
+    cycle = agent.loop.run_cycle("first start")
+    minutes = (time.monotonic() - started) / 60
+    turns = count_turns(agent.db)
+    calls = agent.db.query("SELECT name, arguments, result, error FROM tool_calls ORDER BY rowid")
+    path = home.root / "workspace" / produced
+    wrote = sorted(p.name for p in (home.root / "workspace").iterdir()) if (home.root / "workspace").exists() else []
+
+    with agent.db.transaction():
+        receive(agent.db, "told", CREATOR.lower(), TOLD, now_ms=clock(), signed_by=CREATOR.lower())
+    agent.loop.run_cycle("a message")
+    with agent.db.transaction():
+        receive(agent.db, "asked", CREATOR.lower(), ASKED, now_ms=clock(), signed_by=CREATOR.lower())
+    asked_from = len(model.requests)
+    agent.loop.run_cycle("a message")
+    asking = [r.json() for r in model.requests[asked_from:] if r.path.endswith("/chat/completions")]
+    reached = any("ultramarine-4417" in orjson.dumps(body["messages"]).decode() for body in asking[:1])
+    mode = agent.db.scalar("SELECT value FROM kv WHERE key = 'action_mode'")
+    print(f"\n{MODEL} / {wording}: {turns} turns in {minutes:.1f} min ({turns / max(minutes, 1e-9):.1f} a minute),"
+          f" ended {cycle.reason!r}; mode {mode}; {produced} {'written' if path.is_file() else 'not written'}"
+          f" ({path.read_text()[:80]!r})" if path.is_file() else "", f"files {wrote};"
+          f" calls {[(n, a[:60], (r or e or '')[:40]) for n, a, r, e in calls]}; told fact in the asking prompt:"
+          f" {reached}")
+    assert reached, asking[:1]

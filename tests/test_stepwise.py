@@ -13,7 +13,7 @@ from automaton_min.inference.wire_common import parse_arguments
 from standins.model_servers import OpenAIServer, openai_answer
 
 HAIKU = "Write a haiku about the sea into haiku.txt, then sleep."
-SMALL = {"genesisPrompt": HAIKU, "modelStrategy": {"contextWindow": 4096, "temperature": 0, "seed": 7}}
+SMALL = {"genesisPrompt": HAIKU, "actionMode": "stepwise", "modelStrategy": {"contextWindow": 4096, "temperature": 0, "seed": 7}}
 
 
 def choose(action: str) -> dict:
@@ -86,7 +86,7 @@ def test_a_large_model_may_repeat_a_call(agent_for, model) -> None:
 
 
 def test_action_mode_direct_keeps_a_small_window_to_one_request_per_turn(agent_for, model) -> None:
-    agent = agent_for(**SMALL, actionMode="direct")
+    agent = agent_for(**{**SMALL, "actionMode": "direct"})
     model.script(act("sleep", duration_seconds=600, reason="done"))
     agent.loop.run_cycle("first start")
     [body] = bodies(model)
@@ -220,11 +220,12 @@ def test_arguments_read_from_text_have_the_wire_limits(agent_for, model, home) -
 
 
 def test_a_small_model_is_asked_at_temperature_0_unless_the_config_says_otherwise(agent_for, model) -> None:
-    agent = agent_for(genesisPrompt=HAIKU, modelStrategy={"contextWindow": 4096})
+    agent = agent_for(genesisPrompt=HAIKU, actionMode="stepwise", modelStrategy={"contextWindow": 4096})
     model.script(choose("sleep"), act("sleep", duration_seconds=600, reason="nothing to do"))
     agent.loop.run_cycle("first start")
     assert [body["temperature"] for body in bodies(model)] == [0, 0]
-    warm = agent_for(genesisPrompt=HAIKU, modelStrategy={"contextWindow": 4096, "temperature": 0.7})
+    warm = agent_for(genesisPrompt=HAIKU, actionMode="stepwise",
+                     modelStrategy={"contextWindow": 4096, "temperature": 0.7})
     model.script(choose("sleep"), act("sleep", duration_seconds=600, reason="nothing to do"))
     warm.loop.run_cycle("first start")
     assert [body["temperature"] for body in bodies(model)][-2:] == [0.7, 0.7]

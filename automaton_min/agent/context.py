@@ -186,7 +186,7 @@ class ContextAssembler:
 
     def assemble(self, parts: ContextParts, *, capacity: int, window: int | None = None) -> AssembledContext:
         window = window or capacity
-        count = self.count_for(parts, capacity)
+        count = self.count_for(parts, capacity, window)
         exact = count is not estimate_tokens
         tools_cost = count(tools_text(parts.tools)) if parts.tools else 0
         system = [Message("system", parts.system)]
@@ -201,7 +201,8 @@ class ContextAssembler:
         demand = fixed + sum(whole.values())
         over = demand > capacity - int(window * HEADROOM_SHARE) or parts.more_turns
 
-        floor = min(int(capacity * MEMORY_FLOOR_SHARE), self.retriever.budget.total) if self.retriever else 0
+        share = self.retriever.budget.for_window(window).total if self.retriever else 0  # memory's share, at most
+        floor = min(int(capacity * MEMORY_FLOOR_SHARE), share)
         recent_messages = (self._fit_results(recent, capacity - fixed - floor, count)
                            or self._fit_results(recent, capacity - fixed, count))
         if recent_messages is None:
@@ -210,7 +211,7 @@ class ContextAssembler:
 
         memories = Retrieved()
         if self.retriever is not None:
-            room = max(int((capacity - used) * MEMORY_SHARE), min(floor, capacity - used))
+            room = min(share, max(int((capacity - used) * MEMORY_SHARE), min(floor, capacity - used)))
             memories = self.retriever.retrieve(parts.query, limit_tokens=room, count=count,
                                                shown_since=recent[0].timestamp if recent else None)
             used += memories.block_tokens(count)
@@ -283,7 +284,7 @@ class ContextAssembler:
                            "compress" if over else "ok")
         return AssembledContext(messages, util, shown, memories)
 
-    def count_for(self, parts: ContextParts, capacity: int) -> Callable[[str], int]:
+    def count_for(self, parts: ContextParts, capacity: int, window: int | None = None) -> Callable[[str], int]:
         """The estimate when everything surely fits; otherwise exact counts (or the estimate's worst case)."""
         fixed = estimate_tokens(parts.system) + (estimate_tokens(tools_text(parts.tools)) if parts.tools else 0)
         rough = (fixed + estimate_tokens(parts.status) + sum(map(estimate_tokens, parts.goals))
@@ -292,7 +293,7 @@ class ContextAssembler:
                  + sum(size_of(turn_messages(t), estimate_tokens) for t in parts.turns)
                  + sum(e.compacted_tokens for e in parts.events))
         if self.retriever is not None:  # memories take at most their room in ``assemble``, where used >= fixed
-            budget = self.retriever.budget.total
+            budget = self.retriever.budget.for_window(window or capacity).total
             rough += min(budget, max(int((capacity - fixed) * MEMORY_SHARE), int(capacity * MEMORY_FLOOR_SHARE)))
         if rough <= (1 - COUNT_BAND) * capacity and not parts.more_turns:
             return estimate_tokens

@@ -1,10 +1,14 @@
 """Loop controls: after each turn, go on, warn the model, or sleep (the reference's constants; README: The agent). Every
 sleep carries its duration, so the loop always writes ``sleep_until`` (the reference sometimes forgot, and lost its
 warning message when it forced a sleep).
+
+A loop is told by what the calls are and what they return, not by the tools' names (the seed's literal rule, which
+took six different commands in a row for a loop): a turn repeats when none of its calls brings anything new.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +21,8 @@ CYCLE_LIMIT_SLEEP_S = 120
 IDLE_TURN_LIMIT = 10
 IDLE_SLEEP_S = 60
 IDLE_BACKOFF_MAX_S = 3600  # a sleep a control chose, doubled for each such cycle in a row with no new input
-REPEAT_WINDOW = 3
+REPEAT_WINDOW = 3  # turns a call or a result is remembered for
+REPEATS_BEFORE_WARNING = 2  # turns in a row that brought nothing new: the third time is warned
 LOOP_ENFORCEMENT_SLEEP_S = 300
 MAINTENANCE_TURNS = 3
 
@@ -25,6 +30,22 @@ MAINTENANCE_TURNS = 3
 def call_key(name: str, arguments: dict[str, Any]) -> str:
     """A call's identity for the repeat rule: the tool and its arguments, key order aside."""
     return name + json.dumps(arguments, sort_keys=True, default=str)  # json: integers of any size
+
+
+@dataclass(frozen=True)
+class CallSeen:
+    """One call as the loop rule sees it: what was asked, a digest of what came back, and whether it only reads
+    (a tool that changes nothing: the same result from another of its calls is nothing new either)."""
+
+    tool: str
+    key: str
+    result: str
+    reads_only: bool = False
+
+    @classmethod
+    def of(cls, name: str, arguments: dict[str, Any], result: str, *, reads_only: bool) -> "CallSeen":
+        digest = hashlib.blake2b(result.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        return cls(name, call_key(name, arguments), digest, reads_only)
 
 
 @dataclass(frozen=True)
@@ -39,6 +60,8 @@ class TurnSummary:
     had_input: bool = False
     succeeded: frozenset[str] = frozenset()  # call_key of each call that succeeded
     repeated: bool = False  # every call was one the previous turn made and it succeeded: none of them ran
+    calls: tuple[CallSeen, ...] = ()  # what the loop rule compares
+    no_tool_retry: bool = False  # a text answer the action mode answers by asking again at once (stepwise)
 
 
 @dataclass(frozen=True)
@@ -69,8 +92,9 @@ class LoopControls:
     errors: int = 0
     idle_turns: int = 0
     maintenance_turns: int = 0
-    patterns: list[str] = field(default_factory=list)
-    warned_pattern: str | None = None
+    seen: list[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]] = field(default_factory=list)
+    repeats: int = 0  # turns in a row whose calls brought nothing new
+    warned: bool = False  # the model was told it repeats; one more repeat and it sleeps
     last_succeeded: frozenset[str] = frozenset()
     backoff: int = 0  # cycles in a row, before this one, that a control put to sleep with no new input
 
@@ -95,16 +119,19 @@ class LoopControls:
         if turn.sleep_requested_s is not None:
             return Verdict("sleep", turn.sleep_requested_s, turn.sleep_reason or "the agent chose to sleep")
         if not turn.tool_names:
+            if turn.no_tool_retry:
+                return Verdict("go")
             return self._forced(TEXT_ONLY_SLEEP_S, "answered without using a tool", idle=True)
 
-        pattern = ",".join(sorted(turn.tool_names))
-        if self.warned_pattern is not None and pattern != self.warned_pattern:
-            self.warned_pattern = None
-        self.patterns = (self.patterns + [pattern])[-REPEAT_WINDOW:]
-        repeated = len(self.patterns) == REPEAT_WINDOW and len(set(self.patterns)) == 1
-        if repeated and self.warned_pattern == pattern:
-            self.warned_pattern, self.patterns = None, []
-            return self._forced(LOOP_ENFORCEMENT_SLEEP_S, f"kept repeating {pattern} after a warning")
+        repeating = self._nothing_new(turn.calls)
+        if not repeating:
+            self.repeats, self.warned = 0, False
+        elif self.warned:
+            self.repeats, self.warned = 0, False
+            return self._forced(LOOP_ENFORCEMENT_SLEEP_S,
+                                f"kept repeating {_names(turn.calls)} after a warning: nothing new came back")
+        else:
+            self.repeats += 1
 
         self.idle_turns = 0 if (turn.mutated or turn.had_input) else self.idle_turns + 1
         self.maintenance_turns = self.maintenance_turns + 1 if turn.status_only else 0
@@ -113,18 +140,31 @@ class LoopControls:
         if self.idle_turns >= IDLE_TURN_LIMIT:
             self.idle_turns = 0
             return self._forced(IDLE_SLEEP_S, f"{IDLE_TURN_LIMIT} turns in a row changed nothing", idle=True)
-        if repeated:
-            self.warned_pattern, self.patterns = pattern, []
+        if self.repeats >= REPEATS_BEFORE_WARNING:
+            self.repeats, self.warned = 0, True
             return Verdict("warn", message=(
-                f"You have called {pattern} {REPEAT_WINDOW} times in a row and learned nothing new. "
-                "Do something different now: pick one concrete task from your purpose and carry it out. "
-                "Repeating the same calls again will put you to sleep."))
+                f"Your last {REPEATS_BEFORE_WARNING + 1} turns made calls ({_names(turn.calls)}) that brought "
+                "nothing new: the same calls with the same results. Do something different now: pick one concrete "
+                "task from your purpose and carry it out. Repeating them again will put you to sleep."))
         if self.maintenance_turns >= MAINTENANCE_TURNS:
             self.maintenance_turns = 0
             return Verdict("warn", message=(
                 f"Your last {MAINTENANCE_TURNS} turns only checked status. You already know where you stand. "
                 "Go back to your purpose and your SOUL.md and build or change something concrete."))
         return Verdict("go")
+
+    def _nothing_new(self, calls: tuple[CallSeen, ...]) -> bool:
+        """Whether every call came back as it did within the last ``REPEAT_WINDOW`` turns: the same call with the
+        same result, or, for a tool that only reads, the same result from any of its calls. Then remembers them."""
+        asked = {(call.key, call.result) for call in calls}
+        read = {(call.tool, call.result) for call in calls if call.reads_only}
+        seen_asked = {pair for old, _ in self.seen for pair in old}
+        seen_read = {pair for _, old in self.seen for pair in old}
+        repeating = bool(calls) and all((call.key, call.result) in seen_asked
+                                        or (call.reads_only and (call.tool, call.result) in seen_read)
+                                        for call in calls)
+        self.seen = (self.seen + [(frozenset(asked), frozenset(read))])[-REPEAT_WINDOW:]
+        return repeating
 
     def after_error(self) -> Verdict:
         """The verdict after a turn that failed (provider error, crash outside a tool)."""
@@ -133,3 +173,7 @@ class LoopControls:
             self.errors = 0
             return Verdict("sleep", ERROR_SLEEP_S, f"{MAX_CONSECUTIVE_ERRORS} turns failed in a row")
         return Verdict("go")
+
+
+def _names(calls: tuple[CallSeen, ...]) -> str:
+    return ", ".join(dict.fromkeys(call.tool for call in calls)) or "no call"

@@ -10,10 +10,12 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from automaton_min.agent.action_mode import ActionMode, ActionModes
 from automaton_min.agent.context import AssembledContext
 from automaton_min.agent import stepwise
 from automaton_min.agent.hooks import AgentHooks
-from automaton_min.agent.controls import MAX_TOOL_CALLS_PER_TURN, LoopControls, TurnSummary, Verdict, call_key
+from automaton_min.agent.controls import (MAX_TOOL_CALLS_PER_TURN, CallSeen, LoopControls, TurnSummary, Verdict,
+                                          call_key)
 from automaton_min.agent.open_turn import OpenTurns
 from automaton_min.agent.prompts import Identity, Status, creator_note, status_block, system_prompt, wakeup_message
 from automaton_min.agent.tools.base import ToolContext
@@ -25,10 +27,12 @@ from automaton_min.clock import Clock, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.goals.todo import next_task
 from automaton_min.ids import new_ulid
-from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router
+from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, tools_text
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ToolSchema
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
+from automaton_min.memory.tokens import estimate_tokens
+from automaton_min.social.injection import one_line
 from automaton_min.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.crashpoint import crash_point
@@ -85,8 +89,10 @@ class AgentLoop:
         self.now = now
         self.services = services or ToolServices()
         self.metrics = metrics
-        self.context = context or TurnContextBuilder(
-            db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config)), HistoryFolder(db, now))
+        if context is None:
+            retriever = MemoryRetriever(db, now, MemoryBudget.from_config(config), line=one_line)
+            context = TurnContextBuilder(db, now, router, retriever, HistoryFolder(db, now))
+        self.context = context
         self.started_ms = started_ms if started_ms is not None else now()
         self.open_turns = OpenTurns(db)
         self._uncommitted: str | None = None  # the id of the turn under way until its commit
@@ -94,6 +100,8 @@ class AgentLoop:
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
+        self.modes = ActionModes(db, config, now)
+        self._mode: ActionMode | None = None  # how the turn under way asked the model to act
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
         self.last_context: AssembledContext | None = None  # the last turn's context (its figures go with the turn)
         self._forced_cycles, self._forced_sleep_at = 0, None  # a control's sleeps back off: see LoopControls
@@ -231,6 +239,7 @@ class AgentLoop:
         answers with ``answering``, the authority of what the cycle carries. ``wake_note``: the wake-up message,
         when the turn's input is the messages that woke the agent."""
         self.progress()
+        self._mode = None
         now_ms = self.now()
         turn_id = self._uncommitted = self.open_turns.start(claimed, now_ms)
         self._uncommitted_at = now_ms
@@ -262,8 +271,9 @@ class AgentLoop:
         outcomes: list[ToolOutcome] = []
         ctx = ToolContext(self.db, self.config, self.now, turn_id, authority, self.services.for_turn(loop_state))
         repeats = 0
+        mode = self._mode
         # the repeat rule: a small model's turn without new input (a message may ask for the same call again)
-        small = message is None and stepwise.applies(self.config, routed.route.model.context_window)
+        small = message is None and mode is not None and mode.stepwise
         for index, call in enumerate(routed.result.tool_calls[:MAX_TOOL_CALLS_PER_TURN]):
             self.progress()
             if small and call.argument_error is None and controls.is_repeat(call_key(call.name, call.arguments)):
@@ -289,6 +299,11 @@ class AgentLoop:
         specs = {spec.name: spec for spec in self.tools.specs()}
         ran = [o for o in outcomes if o.ok]
         sleep = loop_state.sleep_request
+        learning = mode is not None and mode.learning
+        if learning:  # a small window's first answers: can this model call a tool in one request?
+            called = any(c.argument_error is None and c.name in specs for c in routed.result.tool_calls)
+            self.modes.after_answer(routed.route.model.model_id, mode, called_a_tool=called)
+            learning = not called
         verdict = controls.after_turn(TurnSummary(
             tool_names=tuple(o.name for o in outcomes),
             mutated=any(specs[o.name].mutating for o in ran if o.name in specs),
@@ -298,6 +313,9 @@ class AgentLoop:
             had_input=message is not None,
             succeeded=frozenset(call_key(o.name, o.arguments) for o in ran),
             repeated=bool(outcomes) and repeats == len(outcomes),
+            calls=tuple(CallSeen.of(o.name, o.arguments, o.result if o.ok else f"error: {o.error}",
+                                    reads_only=o.name in specs and not specs[o.name].mutating) for o in outcomes),
+            no_tool_retry=learning,
         ))
         stopping = verdict.action != "sleep" and self._stop is not None and self._stop.is_set()
         turn = StoredTurn(turn_id, to_iso(now_ms), self.hooks.state(), message.content if message else None, source,
@@ -321,30 +339,25 @@ class AgentLoop:
         notes = [creator_note(creator_message, self.hooks.clean_instruction)] if first_run and creator_message else []
         notes += [wake_note] if wake_note else []
 
-        def build(route: Route) -> tuple[AssembledContext, tuple[ToolSchema, ...]]:
-            compact = is_compact(self.config, route.model.context_window)
+        sent: list[tuple] = [(), ()]  # the direct request's messages and tools, to scale a refusal by
+
+        def ask(route: Route) -> RoutedResult | BudgetDenied:
+            window = route.model.context_window
+            compact = is_compact(self.config, window)
             system = system_prompt(self.identity, soul=parts.get("soul"), genesis=parts.get("genesis"),
                                    constitution=parts.get("constitution"), clean=self.hooks.clean_instruction,
                                    compact=compact)
             tools = offered_tools(self.tools.specs(), route.tier, compact=compact)
+            mode = self._mode = self.modes.choose(
+                route.model.model_id, window, capacity=route.context_budget,
+                fixed_tokens=estimate_tokens(system) + estimate_tokens(tools_text(tools)))
+            if mode.stepwise:  # a small model: one step at a time
+                self.last_context = None  # no assembled context: status shows no stale figures
+                table = tools if compact else offered_tools(self.tools.specs(), route.tier, compact=True)
+                return self._stepwise(self._step_input(parts, message, source, window), table, route, tier, turn_id)
             context = self.last_context = self.context.build(
                 route, system=system, tools=tools, status=status_block(status), pending=message, notes=notes,
                 turn_id=turn_id, tier=tier, cancel=self._abandon, compact=compact)
-            return context, tools
-
-        sent: list[tuple] = [(), ()]  # the direct request's messages and tools, to scale a refusal by
-
-        def ask(route: Route) -> RoutedResult | BudgetDenied:
-            if stepwise.applies(self.config, route.model.context_window):  # a small model: one step at a time
-                self.last_context = None  # no assembled context: status shows no stale figures
-                purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
-                task = next_task(self.db)
-                step = stepwise.StepInput(purpose, message.content if message and source == "inbox" else None,
-                                          self._previous_action, task.id if task else None,
-                                          ": ".join(filter(None, (task.title, task.description))) if task else None)
-                return self._stepwise(step, offered_tools(self.tools.specs(), route.tier, compact=True), route,
-                                      tier, turn_id)
-            context, tools = build(route)
             sent[:] = [context.messages, tools]
             return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
                                      cancel=self._abandon)
@@ -353,6 +366,19 @@ class AgentLoop:
             return ask(route)
         except ContextTooLong as exc:
             return ask(self.router.shrink_context(route, exc, *sent))
+
+    def _step_input(self, parts: dict[str, str | None], message: Message | None, source: str | None,
+                    window: int) -> stepwise.StepInput:
+        """What a small model's steps show: its purpose, the goal's next task, the memories retrieved for the turn's
+        input, a message or the controls' warning, the last action."""
+        purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
+        task = next_task(self.db)
+        task_text = ": ".join(filter(None, (task.title, task.description))) if task else None
+        said = message.content if message and source == "inbox" else None
+        memories = self.context.recall_lines(said or task_text or purpose, window)
+        return stepwise.StepInput(purpose, said, self._previous_action, task.id if task else None, task_text,
+                                  memories=memories,
+                                  warning=message.content if message and source == "system" else None)
 
     def _stepwise(self, step: stepwise.StepInput, offered: tuple[ToolSchema, ...], route: Route, tier: str,
                   turn_id: str) -> RoutedResult | BudgetDenied:

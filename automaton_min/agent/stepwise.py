@@ -8,14 +8,11 @@ The model makes both choices: nothing here maps the purpose's words to a tool. A
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
-from automaton_min.agent.toolset import is_compact
-from automaton_min.config import ACTION_MODES
 from automaton_min.inference.router import RoutedResult
 from automaton_min.inference.types import ChatResult, Message, ToolCall, ToolSchema
 from automaton_min.inference.wire_common import parse_arguments
@@ -27,6 +24,8 @@ GOAL_ACTIONS = ("complete_task",)  # joined to the table only while a goal's tas
 LAST_RESULT_CHARS = 200
 MESSAGE_CHARS = 500
 PURPOSE_CHARS = 1_000
+MEMORY_CHARS = 240  # a memory line
+WARNING_CHARS = 300
 # The inbox's messages reach a turn joined by a blank line, each opening with its label; intake escapes a label
 # (with or without its colon) at the start of a line inside a message, after any line break, so this boundary is
 # always a real one.
@@ -52,32 +51,33 @@ EXAMPLES: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
 
 @dataclass(frozen=True)
 class StepInput:
-    """What both steps show the model: its purpose, the turn's input, and the last action's result."""
+    """What both steps show the model: its purpose, what it remembers, the turn's input, and the last action's
+    result."""
 
     purpose: str
     message: str | None = None
     last_result: str | None = None
     task_id: str | None = None  # the active goal's next ready task, and what it asks: then the step's "Task:"
     task: str | None = None
+    memories: tuple[str, ...] = ()  # retrieval's labelled lines for the turn's input
+    warning: str | None = None  # the loop controls' warning, when it is the turn's input
 
     def lines(self) -> str:
-        """The purpose (or the goal's task, under the purpose), each message and the last result, each flattened to
-        one capped line of its own, so that none can pass for a line of the prompt's own ("Task:", an example,
-        another message) or hide another."""
+        """The purpose (or the goal's task, under the purpose), the memories, each message, a warning and the last
+        result, each flattened to one capped line of its own, so that none can pass for a line of the prompt's own
+        ("Task:", an example, another message) or hide another."""
         text = f"Task: {_one_line(self.purpose, PURPOSE_CHARS)}"
         if self.task_id and self.task:
             text = f"Purpose: {_one_line(self.purpose, PURPOSE_CHARS)}\nTask: {_one_line(self.task, PURPOSE_CHARS)}"
+        for memory in self.memories:
+            text += f"\nYou remember: {_one_line(memory, MEMORY_CHARS)}"
         for message in _messages(self.message or ""):
             text += f"\nMessage: {_one_line(message, MESSAGE_CHARS)}"
+        if self.warning:
+            text += f"\nWarning: {_one_line(self.warning.removeprefix('[system] '), WARNING_CHARS)}"
         if self.last_result:
             text += f"\nLast action: {_one_line(self.last_result, LAST_RESULT_CHARS)}"
         return text
-
-
-def applies(config: Mapping[str, Any] | Any, window: int) -> bool:
-    """Whether turns go stepwise: ``actionMode`` says so, or (``auto``, the default) compact mode holds."""
-    mode = config.get("actionMode") or ACTION_MODES[0]
-    return mode == "stepwise" or (mode == "auto" and is_compact(config, window))
 
 
 def label(description: str) -> str:

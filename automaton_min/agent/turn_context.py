@@ -24,6 +24,7 @@ from automaton_min.memory.retrieval import MemoryRetriever
 from automaton_min.memory.stores import WorkingMemory
 from automaton_min.memory.tokens import TokenCounter, estimate_tokens
 from automaton_min.log import get_logger
+from automaton_min.social.injection import without_wrappers
 from automaton_min.store.turns import StoredTurn, recent_turns
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ RECENT_GOAL_EVENTS = 3  # the goals board's latest events, under its todo block
 EVENT_CHARS = 300
 UNSEEN_EVENTS = ("task_report_refused",)  # anyone can cause one: they would push the real events out of view
 QUERY_THOUGHT_CHARS = 500
+STEP_MEMORIES, STEP_MEMORY_TOKENS = 4, 400  # a small model's steps: a few short lines (``stepwise.MEMORY_CHARS``)
 SUMMARY_MAX_TOKENS = 600
 SUMMARY_INSTRUCTIONS = """\
 You keep the running memory of an autonomous agent. Merge the previous summary and the turns below into one new
@@ -169,8 +171,15 @@ class TurnContextBuilder:
     @staticmethod
     def _query(pending: Message | None, turns: Sequence[StoredTurn]) -> str:
         if pending is not None:
-            return pending.content
+            return without_wrappers(pending.content)
         return turns[-1].thinking[-QUERY_THOUGHT_CHARS:] if turns else ""
+
+    def recall_lines(self, query: str, window: int) -> tuple[str, ...]:
+        """What retrieval finds for ``query`` as labelled lines, within memory's share of a ``window``-token
+        window and ``STEP_MEMORIES`` lines (a small model's steps show no history, so nothing is left out)."""
+        room = min(self.retriever.budget.for_window(window).total, STEP_MEMORY_TOKENS)
+        found = self.retriever.retrieve(without_wrappers(query), limit_tokens=room, count=estimate_tokens)
+        return found.lines()[:STEP_MEMORIES]
 
     def _assemble(self, parts: ContextParts, route: Route) -> AssembledContext:
         return self.assembler.assemble(parts, capacity=route.context_budget, window=route.model.context_window)
@@ -194,7 +203,7 @@ class TurnContextBuilder:
         fold = turns[: len(turns) - keep]
         if len(fold) < MIN_FOLD and not (fold and parts.more_turns):
             return None
-        count = self.assembler.count_for(parts, route.context_budget)
+        count = self.assembler.count_for(parts, route.context_budget, route.model.context_window)
         result = self.folder.fold(fold, count=count, summarizer=summarizer)
         self.last_fold = result
         log.info("older turns folded into the summary",

@@ -181,6 +181,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("last turn", info["lastTurnAt"]),
         *((("recent" if n == 0 else ""), _turn_line(turn)) for n, turn in enumerate(info["recentTurns"])),
         ("model", info["model"]),
+        ("action mode", f"{info['actionMode']['mode']} ({info['actionMode']['why']})" if info["actionMode"] else None),
         ("children", f"{info['children']['alive']} alive / {info['children']['total']} total"
          if info["children"]["total"] else f"none; cannot spawn: {info['children']['cannotSpawn']}"
          if info["children"]["cannotSpawn"] else None),

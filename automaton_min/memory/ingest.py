@@ -36,11 +36,19 @@ def _outcome(turn: StoredTurn) -> str:
     return "success" if not failed else "failure" if failed == len(turn.tool_calls) else "partial"
 
 
-def episode_text(turn: StoredTurn, senders: Sequence[str]) -> tuple[str, str | None]:
+def message_origin(senders: Sequence[str], from_creator: bool) -> str:
+    """Whose words a turn's messages were, as its episode says it: the creator only when every one of them carried
+    the creator's verified signature; anyone else is an outsider, whatever address they claim."""
+    if from_creator:
+        return "from your creator (signed)"
+    return f"from outside ({', '.join(dict.fromkeys(senders))}; not your creator's signed word)"
+
+
+def episode_text(turn: StoredTurn, senders: Sequence[str], from_creator: bool = False) -> tuple[str, str | None]:
     """The summary (said and done, cut) and the detail (longer results) of a turn's episode."""
     lines = []
     if turn.input:
-        origin = f"from {', '.join(senders)}" if senders else f"({turn.input_source or 'input'})"
+        origin = message_origin(senders, from_creator) if senders else f"({turn.input_source or 'input'})"
         lines.append(f"Message {origin}: {_cut(turn.input, INPUT_CUT)}")
     if turn.tool_calls:
         lines.append("Tools: " + "; ".join(
@@ -70,9 +78,11 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
     senders = [sender] if isinstance(sender, str) else list(sender or ())
     senders = senders if source == "inbox" else []
     classification = classify_turn(turn)
+    from_creator = bool(creator and senders and len(signers) == len(senders)
+                        and all(signer.lower() == creator.lower() for signer in signers))
 
     def record_episode() -> None:
-        summary, detail = episode_text(turn, senders)
+        summary, detail = episode_text(turn, senders, from_creator)
         event_type = f"tool:{turn.tool_calls[0].name}" if turn.tool_calls else "message" if turn.input else "thinking"
         EpisodicMemory(db, now).record(AGENT_SESSION, event_type, summary, detail=detail, outcome=_outcome(turn),
                                        importance=IMPORTANCE[classification], classification=classification)

@@ -1,7 +1,8 @@
 """Retrieval (README: Memory, Retrieval): the memories for this turn's context, each type within its token budget.
 
 Items are taken best first while they fit their type's budget; one too large for what is left is passed over for
-smaller ones after it. Lines are shorter (down to ``MIN_LINE_CHARS``) when the room is small.
+smaller ones after it. Lines are shorter (down to ``MIN_LINE_CHARS``) when the room is small. Every item is one line,
+its boundary markup escaped as a message's is, and labelled with whose words it holds where they are not the agent's.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import Clock
 from automaton_min.memory.common import AGENT_SESSION
-from automaton_min.memory.stores import (EpisodicMemory, ProceduralMemory, RelationshipMemory, SemanticMemory,
-                                         SessionSummaries, WorkingMemory)
+from automaton_min.memory.stores import (CREATOR_SOURCE, EXTERNAL_SOURCE, EpisodicMemory, ProceduralMemory,
+                                         RelationshipMemory, SemanticMemory, SessionSummaries, WorkingMemory)
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 QUERY_CHARS = 2_000
+WINDOW_SHARE = 0.25  # memory's share of the model's window: 1,024 tokens at 4k, 2,048 at 8k (the seeds' 2,000)
 LINE_CHARS = 400
 MIN_LINE_CHARS = 120
 CANDIDATES = 12
@@ -43,6 +45,11 @@ class MemoryBudget:
     @property
     def total(self) -> int:
         return self.working + self.episodic + self.semantic + self.procedural + self.relationship
+
+    def for_window(self, window: int) -> "MemoryBudget":
+        """This budget within its share of a ``window``-token model (``WINDOW_SHARE``): the one budget retrieved
+        memories (and later other recalled items) share."""
+        return self.scaled_to(int(window * WINDOW_SHARE))
 
     def scaled_to(self, limit: int) -> "MemoryBudget":
         """This budget, every type scaled down by the same factor so the total is at most ``limit``."""
@@ -93,6 +100,12 @@ class Retrieved:
         lines.append(BLOCK_FOOTER)
         return "\n".join(lines)
 
+    def lines(self) -> tuple[str, ...]:
+        """The items one line each, each led by its type (a small model's steps show them so)."""
+        singular = {"working": "note", "episodic": "history", "semantic": "fact", "procedural": "procedure",
+                    "relationship": "agent"}
+        return tuple(f"({singular[item.kind]}) {item.line.removeprefix('- ')}" for item in self.items)
+
     def block_tokens(self, count: Callable[[str], int]) -> int:
         """The block's size from its lines' (already counted) sizes: no new text to size."""
         if not self.items:
@@ -101,9 +114,20 @@ class Retrieved:
         return count(BLOCK_HEADER) + count(BLOCK_FOOTER) + titles + self.tokens + 2
 
 
-def _short(text: str, limit: int) -> str:
+def flat(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (the agent passes the injection defence's ``one_line``,
+    which also escapes prompt-boundary markup: the memory floor sits below it)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fact_origin(source: str) -> str:
+    """Whose word a fact is, when it is not the agent's own."""
+    if source == CREATOR_SOURCE:
+        return " (your creator's word)"
+    if source == EXTERNAL_SOURCE:
+        return " (written while answering an outside message: unverified)"
+    return ""
 
 
 @dataclass
@@ -114,6 +138,7 @@ class MemoryRetriever:
     now: Clock
     budget: MemoryBudget = field(default_factory=MemoryBudget)
     session_id: str = AGENT_SESSION
+    line: Callable[[str, int], str] = flat  # an item's text as one line of at most so many characters
 
     def retrieve(self, query: str, *, limit_tokens: int, count: Callable[[str], int],
                  shown_since: str | None = None) -> Retrieved:
@@ -154,7 +179,7 @@ class MemoryRetriever:
     def _working(self, width: int) -> Iterable[tuple[str, str]]:
         for entry in WorkingMemory(self.db, self.now).session(self.session_id)[:CANDIDATES]:
             if entry.content_type != "goal":
-                yield entry.id, f"- [{entry.content_type}] {_short(entry.content, width)}"
+                yield entry.id, f"- [{entry.content_type}] {self.line(entry.content, width)}"
 
     def _episodic(self, query: str, shown_since: str | None, width: int) -> Iterable[tuple[str, str]]:
         store = EpisodicMemory(self.db, self.now)
@@ -166,11 +191,11 @@ class MemoryRetriever:
                 summary = ranked.item
                 if summary.session_id != self.session_id:
                     yield (f"summary:{summary.session_id}",
-                           f"- [summary of {summary.session_id}] {_short(summary.summary, width)}")
+                           f"- [summary of {summary.session_id}] {self.line(summary.summary, width)}")
         for episode in episodes:
             if shown_since is not None and episode.created_at > shown_since:
                 continue
-            yield episode.id, (f"- [{episode.created_at[:16]}] {_short(episode.summary, width)}"
+            yield episode.id, (f"- [{episode.created_at[:16]}] {self.line(episode.summary, width)}"
                                f" ({episode.outcome or 'neutral'})")
 
     def _semantic(self, query: str, width: int) -> Iterable[tuple[str, str]]:
@@ -178,7 +203,7 @@ class MemoryRetriever:
         facts = ([r.item for r in store.search(query, limit=CANDIDATES)] if query.strip()
                  else store.by_category("self", limit=CANDIDATES))
         for fact in facts:
-            yield fact.id, f"- [{fact.category}/{fact.key}] {_short(fact.value, width)}"
+            yield fact.id, f"- [{fact.category}/{fact.key}] {self.line(fact.value, width)}{_fact_origin(fact.source)}"
 
     def _procedural(self, query: str, width: int) -> Iterable[tuple[str, str]]:
         if not query.strip():
@@ -187,7 +212,7 @@ class MemoryRetriever:
             procedure = ranked.item
             runs = procedure.times_executed
             record = f", {procedure.success_count}/{runs} succeeded" if runs else ""
-            yield procedure.id, (f"- {procedure.name}: {_short(procedure.description, width // 2)}"
+            yield procedure.id, (f"- {self.line(procedure.name, 80)}: {self.line(procedure.description, width // 2)}"
                                  f" ({len(procedure.steps)} steps{record}; recall_procedure for them)")
 
     def _relationships(self, query: str, width: int) -> Iterable[tuple[str, str]]:
@@ -198,7 +223,8 @@ class MemoryRetriever:
             if entry.id in seen:
                 continue
             seen.add(entry.id)
-            name = f"{entry.entity_name} ({entry.entity_address})" if entry.entity_name else entry.entity_address
-            notes = f"; {_short(entry.notes, width // 2)}" if entry.notes else ""
+            name = (f"{self.line(entry.entity_name, 80)} ({entry.entity_address})" if entry.entity_name
+                    else entry.entity_address)
+            notes = f"; {self.line(entry.notes, width // 2)}" if entry.notes else ""
             yield entry.id, (f"- {name}: {entry.relationship_type}, trust {entry.trust_score:.1f},"
                              f" {entry.interaction_count} interactions{notes}")

@@ -27,6 +27,7 @@ CATEGORIES = ("self", "environment", "financial", "agent", "domain", "procedural
 # The memory document's relationship types, and the two the reference's ingestion writes.
 RELATIONSHIP_TYPES = ("creator", "child", "parent", "peer", "client", "service_provider", "contacted", "messaged_us")
 CREATOR_SOURCE = "creator"
+EXTERNAL_SOURCE = "external"  # a fact written in a turn that answered an outside message
 MAX_STEPS = 50
 # An importance point is worth this many days of age when retention chooses which episode to drop.
 RETENTION_DAYS_PER_IMPORTANCE = 90.0

@@ -31,6 +31,7 @@ from automaton_min.inference.registry import ModelRegistry
 from automaton_min.inference.router import Router
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
+from automaton_min.social.injection import one_line
 from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.store import inbox
@@ -194,8 +195,9 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
                             disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
                             if schedule_changed is not None else None, release=release or this_build(),
                             router=router)
-    context = TurnContextBuilder(db, now, router, MemoryRetriever(db, now, MemoryBudget.from_config(config.values)),
-                                 HistoryFolder(db, now), events=WakeEventLog(db), idle_tools=STATUS_CHECK_TOOLS)
+    retriever = MemoryRetriever(db, now, MemoryBudget.from_config(config.values), line=one_line)
+    context = TurnContextBuilder(db, now, router, retriever, HistoryFolder(db, now), events=WakeEventLog(db),
+                                 idle_tools=STATUS_CHECK_TOOLS)
     loop = AgentLoop(db, config.values, identity, router, ToolRegistry(builtin_tools()), hooks, now=now,
                      services=services, metrics=metrics, context=context, progress=progress)
     set_value(db, "start_time", to_iso(now()), now())

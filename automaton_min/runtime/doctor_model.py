@@ -15,6 +15,7 @@ from automaton_min.inference.refusals import config_fix
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
 from automaton_min.inference.router import BudgetDenied, Router
 from automaton_min.inference.types import InferenceError, ModelUnusable
+from automaton_min.agent.action_mode import expected_mode
 from automaton_min.inference.windows import Window
 from automaton_min.inference.wire_common import ProviderUnreachable, one_line
 from automaton_min.net.http import NetworkError, Response, request as plain_request
@@ -91,6 +92,8 @@ def model_checks(home: Any, config: Config, *, try_model: bool, send: Send = pla
         checks = [Check("model", True, f"{route.model.model_id} at {endpoint.url} ({where})")]
         checks += _endpoint_checks(endpoint, route.model, config.values, providers, try_model, send)
         checks.append(Check("model window", True, f"{window.tokens:,} tokens, from {window.source}"))
+        mode = expected_mode(db, config.values, route.model.model_id, window.tokens)
+        checks.append(Check("action mode", True, f"{mode.name}: {mode.why}"))
         return checks
 
 

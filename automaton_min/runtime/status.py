@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from automaton_min import __version__
+from automaton_min.agent.action_mode import last_mode
 from automaton_min.agent.states import read_agent_state
 from automaton_min.agent.tools.jobs import JOBS_KEY
 from automaton_min.clock import system_now
@@ -121,6 +122,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         soul = _soul(db)
         alive, total = children_counts(db)
         goal = active_progress(db)
+        mode = last_mode(db)
     jobs = [job for job in jobs if isinstance(job, dict) and _running(job.get("pid"))]  # ended since: not listed
     cents = credits.get("cents") if isinstance(credits.get("cents"), int) else None
     atomic = usdc.get("atomic") if isinstance(usdc.get("atomic"), int) else None
@@ -153,6 +155,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "heartbeat": heartbeat,
         "parts": parts,
         "model": config["inferenceModel"],
+        "actionMode": mode,  # how the last turn asked the model to act, and why (agent/action_mode.py)
         "version": __version__,
         # what keeps a Conway agent from spawning (a local-only agent has no children to expect)
         "children": {"alive": alive, "total": total,

@@ -189,6 +189,23 @@ def escape_boundaries(text: str) -> str:
     return text
 
 
+def one_line(text: str | None, limit: int) -> str:
+    """``text`` as it enters a prompt beside the prompt's own lines: flattened to one line, its boundary markup
+    escaped, at most ``limit`` characters (goal-board text, memory lines)."""
+    flat = escape_boundaries(" ".join((text or "").split()))
+    flat = " ".join(flat.split())  # the escapes may bring line breaks back
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+WRAPPER = re.compile(r"^\[(?:External message|Message) from [^\]\n]{0,120}\]:[ \t]*$", re.MULTILINE)
+
+
+def without_wrappers(text: str) -> str:
+    """A turn's input without the labels intake put before each message ("[Message from 0x...]:"): what was said,
+    for a memory search (an address or a label's words would find every message of that sender)."""
+    return WRAPPER.sub("", text)
+
+
 def strip_chatml(text: str) -> str:
     return _compiled().chatml.sub("[chatml-removed]", text)
 

@@ -15,9 +15,9 @@ from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolS
 from automaton_min.agent.tools.loop_control import object_schema, setting
 from automaton_min.log import short
 from automaton_min.memory.common import AGENT_SESSION, MAX_TEXT, MemoryStoreError
-from automaton_min.memory.stores import (CATEGORIES, MAX_STEPS, RELATIONSHIP_TYPES, EpisodicMemory, Fact,
-                                         ProceduralMemory, Procedure, RelationshipMemory, SemanticMemory,
-                                         WorkingMemory, normalize_address)
+from automaton_min.memory.stores import (CATEGORIES, EXTERNAL_SOURCE, MAX_STEPS, RELATIONSHIP_TYPES,
+                                         EpisodicMemory, Fact, ProceduralMemory, Procedure, RelationshipMemory,
+                                         SemanticMemory, WorkingMemory, normalize_address)
 
 AGENT_SOURCE = "agent"
 GOAL_PRIORITY = 0.8
@@ -51,7 +51,8 @@ def run_remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolFailure("facts about your creator are not written on behalf of an external message")
     store = SemanticMemory(ctx.db, ctx.now)
     known = store.get_by_key(category, key)
-    fact = store.remember(category, key, value, source=AGENT_SOURCE, confidence=args.get("confidence", 1.0))
+    source = EXTERNAL_SOURCE if ctx.authority == "external" else AGENT_SOURCE  # retrieval labels an outsider's word
+    fact = store.remember(category, key, value, source=source, confidence=args.get("confidence", 1.0))
     verb = "Updated" if known is not None else "Remembered"
     return f"{verb} {fact.category}/{fact.key} (id {fact.id})."
 
