@@ -1,10 +1,10 @@
 """How a turn asks the model to act (README: Local model, no money): one request with the tools (``compact`` in a
-window of 8k tokens or less, ``full`` above), or two short steps (``stepwise``, ``agent/stepwise.py``).
+window of 8k tokens or less, ``full`` above), or two short steps (``stepwise``: ``agent/stepwise.py``).
 
 With ``actionMode: auto`` a compact window starts compact, and the model's first answers decide: a valid tool call
-keeps it compact; no valid call in two turns in a row puts it stepwise. Either is kept per model id (KV
-``model_action_modes``, as the window is) so a restart does not learn it again, and a new model learns afresh. A
-window too small for the compact prompt and tools is stepwise at once.
+keeps it compact; no valid call in two turns in a row (turns that answered no message) puts it stepwise. Either is
+kept per model id (KV ``model_action_modes``, as the window is) so a restart does not learn it again, and a new model
+learns afresh. A window too small for the compact prompt and tools is stepwise at once.
 """
 
 from __future__ import annotations
@@ -72,28 +72,26 @@ class ActionModes:
             return ActionMode(size, f"actionMode is direct; the {window:,}-token window makes it {size}")
         if not compact:
             return ActionMode("full", f"the {window:,}-token window is over the compact mode's 8,192")
-        if fixed_tokens > capacity * FIT_SHARE:
-            return ActionMode("stepwise", f"the compact prompt and tools (about {fixed_tokens:,} tokens) leave too "
-                                          f"little of the {window:,}-token window")
         learnt = json_object(get_value(self.db, LEARNT_KEY)).get(model_id)
         if isinstance(learnt, dict) and learnt.get("mode") in ("stepwise", "compact"):
             return ActionMode(learnt["mode"], f"learnt {learnt.get('at', '?')}: {learnt.get('why', '')}")
+        if fixed_tokens > capacity * FIT_SHARE:
+            return ActionMode("stepwise", f"the compact prompt and tools (about {fixed_tokens:,} tokens) leave too "
+                                          f"little of the {window:,}-token window")
         return ActionMode("compact", f"the {window:,}-token window holds the compact tools; the model's first "
                                      "answers decide whether it stays so", learning=True)
 
-    def after_answer(self, model_id: str, mode: ActionMode, *, called_a_tool: bool) -> bool:
-        """Learn from a direct turn's answer while ``mode`` is learning; True when it put the model stepwise (the
-        loop then asks again at once rather than sleeping on a text answer)."""
-        if not mode.learning:
-            return False
+    def after_answer(self, model_id: str, mode: ActionMode, *, called_a_tool: bool, answered_a_message: bool) -> None:
+        """Learn from a direct turn's answer while ``mode`` is learning. A text answer to a message may be a reply,
+        not a failure to act: it counts for nothing (so nobody's small talk puts a capable model stepwise)."""
+        if not mode.learning or (answered_a_message and not called_a_tool):
+            return
         if called_a_tool:
             self._learn(model_id, "compact", "it made a valid tool call in one request")
-            return False
+            return
         misses = self._text_answers[model_id] = self._text_answers.get(model_id, 0) + 1
-        if misses < TEXT_ANSWERS_TO_STEPWISE:
-            return False
-        self._learn(model_id, "stepwise", f"it made no valid tool call in {misses} turns in a row")
-        return True
+        if misses >= TEXT_ANSWERS_TO_STEPWISE:
+            self._learn(model_id, "stepwise", f"it made no valid tool call in {misses} turns in a row")
 
     def _learn(self, model_id: str, mode: str, why: str) -> None:
         self._text_answers.pop(model_id, None)

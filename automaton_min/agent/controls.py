@@ -21,7 +21,6 @@ CYCLE_LIMIT_SLEEP_S = 120
 IDLE_TURN_LIMIT = 10
 IDLE_SLEEP_S = 60
 IDLE_BACKOFF_MAX_S = 3600  # a sleep a control chose, doubled for each such cycle in a row with no new input
-REPEAT_WINDOW = 3  # turns a call or a result is remembered for
 REPEATS_BEFORE_WARNING = 2  # turns in a row that brought nothing new: the third time is warned
 LOOP_ENFORCEMENT_SLEEP_S = 300
 MAINTENANCE_TURNS = 3
@@ -154,8 +153,8 @@ class LoopControls:
         return Verdict("go")
 
     def _nothing_new(self, calls: tuple[CallSeen, ...]) -> bool:
-        """Whether every call came back as it did within the last ``REPEAT_WINDOW`` turns: the same call with the
-        same result, or, for a tool that only reads, the same result from any of its calls. Then remembers them."""
+        """Whether every call came back as it did earlier in this cycle: the same call with the same result, or, for
+        a tool that only reads, the same result from any of its calls. Then remembers them."""
         asked = {(call.key, call.result) for call in calls}
         read = {(call.tool, call.result) for call in calls if call.reads_only}
         seen_asked = {pair for old, _ in self.seen for pair in old}
@@ -163,7 +162,7 @@ class LoopControls:
         repeating = bool(calls) and all((call.key, call.result) in seen_asked
                                         or (call.reads_only and (call.tool, call.result) in seen_read)
                                         for call in calls)
-        self.seen = (self.seen + [(frozenset(asked), frozenset(read))])[-REPEAT_WINDOW:]
+        self.seen.append((frozenset(asked), frozenset(read)))
         return repeating
 
     def after_error(self) -> Verdict:

@@ -31,6 +31,8 @@ run_log = get_logger("run")  # the tool-call lines a person watching the run rea
 ARGUMENTS_CHARS = 80
 ERROR_CHARS = 120
 KEY_MATERIAL = "KEY_MATERIAL"  # the refusal of a tool call whose arguments hold wallet key material
+SIGNED_CREATOR = "your creator, signed"  # a message's label notes who its sender proved to be
+UNSIGNED_CREATOR = "unsigned: not verified as your creator"  # the creator's address claimed without its signature
 
 
 class AgentHooks:
@@ -55,9 +57,14 @@ class AgentHooks:
     def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
         from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
 
+        from automaton_min.social.injection import noted_sender
+
         creator = self.config.get("creatorAddress")
         claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
         read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
+        read = [(ident, noted_sender(content, SIGNED_CREATOR) if authority == "creator"
+                 else noted_sender(content, UNSIGNED_CREATOR) if creator and m.from_address.lower() == creator.lower()
+                 else content, authority) for (ident, content, authority), m in zip(read, claimed)]
         self.inbox_senders = [m.from_address for m in claimed]  # for memory ingestion of the turn that reads them
         self.inbox_signers = [m.signed_by for m in claimed if m.signed_by]  # the senders a signature proved
         self.creator_wrote = any(authority == "creator" for _, _, authority in read)  # a verified signature

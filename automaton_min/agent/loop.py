@@ -26,8 +26,9 @@ from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.clock import Clock, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.goals.todo import next_task
+from automaton_min.store.goals import active_goal_origin
 from automaton_min.ids import new_ulid
-from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, tools_text
+from automaton_min.inference.router import BudgetDenied, RoutedResult, Route, Router, tools_text, worst_case_tokens
 from automaton_min.inference.types import ContextTooLong, InferenceError, Message, ToolSchema
 from automaton_min.memory.compression import HistoryFolder
 from automaton_min.memory.retrieval import MemoryBudget, MemoryRetriever
@@ -47,6 +48,7 @@ log = get_logger(__name__)
 SLEEP_UNTIL_KEY = "sleep_until"
 EXTERNAL_SINCE_KEY = "external_since"  # when the cycle that slept last began to answer external input, if it did
 INBOX_BATCH = 10
+STEP_FRAME_TOKENS = 400  # what a step adds around its input: the table of actions, or the worked examples
 DEAD_WAIT_S = 300
 
 class TurnAbandoned(Exception):
@@ -299,11 +301,12 @@ class AgentLoop:
         specs = {spec.name: spec for spec in self.tools.specs()}
         ran = [o for o in outcomes if o.ok]
         sleep = loop_state.sleep_request
-        learning = mode is not None and mode.learning
-        if learning:  # a small window's first answers: can this model call a tool in one request?
+        learning = mode is not None and mode.learning and source != "inbox"
+        if mode is not None and mode.learning:  # a small window's first answers: can this model call a tool?
             called = any(c.argument_error is None and c.name in specs for c in routed.result.tool_calls)
-            self.modes.after_answer(routed.route.model.model_id, mode, called_a_tool=called)
-            learning = not called
+            self.modes.after_answer(routed.route.model.model_id, mode, called_a_tool=called,
+                                    answered_a_message=source == "inbox")
+            learning = learning and not called
         verdict = controls.after_turn(TurnSummary(
             tool_names=tuple(o.name for o in outcomes),
             mutated=any(specs[o.name].mutating for o in ran if o.name in specs),
@@ -354,7 +357,10 @@ class AgentLoop:
             if mode.stepwise:  # a small model: one step at a time
                 self.last_context = None  # no assembled context: status shows no stale figures
                 table = tools if compact else offered_tools(self.tools.specs(), route.tier, compact=True)
-                return self._stepwise(self._step_input(parts, message, source, window), table, route, tier, turn_id)
+                step = self._step_input(parts, message, source, window).fitted(
+                    route.context_budget - stepwise.CALL_TOKENS - STEP_FRAME_TOKENS,
+                    lambda text: worst_case_tokens(estimate_tokens(text)))
+                return self._stepwise(step, table, route, tier, turn_id)
             context = self.last_context = self.context.build(
                 route, system=system, tools=tools, status=status_block(status), pending=message, notes=notes,
                 turn_id=turn_id, tier=tier, cancel=self._abandon, compact=compact)
@@ -374,6 +380,8 @@ class AgentLoop:
         purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
         task = next_task(self.db)
         task_text = ": ".join(filter(None, (task.title, task.description))) if task else None
+        if task and active_goal_origin(self.db) == "external":  # a stranger's goal is not the agent's own task
+            task_text = f"(set on an outsider's message, unverified) {task_text}"
         said = message.content if message and source == "inbox" else None
         memories = self.context.recall_lines(said or task_text or purpose, window)
         return stepwise.StepInput(purpose, said, self._previous_action, task.id if task else None, task_text,

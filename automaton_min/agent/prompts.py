@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from automaton_min.agent.constitution import CONSTITUTION
+from automaton_min.social.injection import one_line
 
 SOUL_LIMIT = 5000
 GENESIS_LIMIT = 2000
@@ -128,6 +129,6 @@ def wakeup_message(*, first_run: bool, reason: str, credits_cents: int | None, u
     thoughts = [t for t in recent_thoughts if t]
     if thoughts:
         lines.append("Your last thoughts before sleeping:")
-        lines += [f"- {t[:200]}" for t in thoughts[-3:]]
+        lines += [f"- {one_line(t, 200)}" for t in thoughts[-3:]]  # one line each: none passes for the note's own
     lines.append("Decide what matters now, act on it, and sleep when there is nothing useful left to do.")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ The model makes both choices: nothing here maps the purpose's words to a tool. A
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,23 +62,38 @@ class StepInput:
     task: str | None = None
     memories: tuple[str, ...] = ()  # retrieval's labelled lines for the turn's input
     warning: str | None = None  # the loop controls' warning, when it is the turn's input
+    scale: float = 1.0  # the share of each line's length kept (``fitted``)
 
     def lines(self) -> str:
         """The purpose (or the goal's task, under the purpose), the memories, each message, a warning and the last
         result, each flattened to one capped line of its own, so that none can pass for a line of the prompt's own
         ("Task:", an example, another message) or hide another."""
-        text = f"Task: {_one_line(self.purpose, PURPOSE_CHARS)}"
+        purpose_chars, message_chars = int(PURPOSE_CHARS * self.scale), int(MESSAGE_CHARS * self.scale)
+        text = f"Task: {_one_line(self.purpose, purpose_chars)}"
         if self.task_id and self.task:
-            text = f"Purpose: {_one_line(self.purpose, PURPOSE_CHARS)}\nTask: {_one_line(self.task, PURPOSE_CHARS)}"
+            text = f"Purpose: {_one_line(self.purpose, purpose_chars)}\nTask: {_one_line(self.task, purpose_chars)}"
         for memory in self.memories:
             text += f"\nYou remember: {_one_line(memory, MEMORY_CHARS)}"
         for message in _messages(self.message or ""):
-            text += f"\nMessage: {_one_line(message, MESSAGE_CHARS)}"
+            text += f"\nMessage: {_one_line(message, message_chars)}"
         if self.warning:
             text += f"\nWarning: {_one_line(self.warning.removeprefix('[system] '), WARNING_CHARS)}"
         if self.last_result:
             text += f"\nLast action: {_one_line(self.last_result, LAST_RESULT_CHARS)}"
         return text
+
+
+    def fitted(self, limit_tokens: int, count: Callable[[str], int]) -> "StepInput":
+        """This input within ``limit_tokens`` (as ``count`` sizes it): first without memories, then with every
+        message and the purpose cut shorter, down to a tenth (many long messages, or text of many tokens a
+        character, must not make a step longer than the window)."""
+        step = self
+        for fitted in (self, replace(self, memories=()), *(replace(self, memories=(), scale=scale)
+                                                          for scale in (0.5, 0.25, 0.1))):
+            step = fitted
+            if count(step.lines()) <= limit_tokens:
+                break
+        return step
 
 
 def label(description: str) -> str:

@@ -1,7 +1,8 @@
 """Turn classification (README: Memory): the reference's ``classifyTurn`` on this project's tools; first match wins.
 
 A turn whose calls all failed is ``error``; one that also did something is classed by that (its outcome ``partial``);
-a text-only answer to an inbox message is ``communication`` (the reference called it idle and forgot what it read).
+a turn that read an inbox message and did nothing more telling (text, a sleep, status checks) is ``communication``
+(the reference called it idle or maintenance and forgot what it read).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ def classify_turn(turn: StoredTurn) -> str:
         return "error"
     names = {c.name for c in calls if not c.error}
     for tools, label in ((STRATEGIC_TOOLS, "strategic"), (COMMUNICATION_TOOLS, "communication"),
-                         (PRODUCTIVE_TOOLS, "productive"), (MAINTENANCE_TOOLS, "maintenance")):
+                         (PRODUCTIVE_TOOLS, "productive")):
         if names & tools:
             return label
-    if not calls and turn.input and turn.input_source in MESSAGE_SOURCES:
+    if turn.input and turn.input_source in MESSAGE_SOURCES:  # what a message said is kept, however it was answered
         return "communication"
+    if names & MAINTENANCE_TOOLS:
+        return "maintenance"
     if not calls and not turn.input:
         return "idle"
     return "maintenance"

@@ -21,6 +21,7 @@ log = get_logger(__name__)
 
 IMPORTANCE = {"strategic": 0.9, "error": 0.8, "productive": 0.7, "communication": 0.6, "maintenance": 0.3,
               "idle": 0.1}
+CREATOR_IMPORTANCE, OUTSIDE_IMPORTANCE = 1.0, 0.3  # a turn on the creator's signed word, or on outsiders' words
 INPUT_CUT, THOUGHT_CUT, RESULT_CUT, DETAIL_CUT = 1_500, 300, 120, 4_000
 
 
@@ -36,11 +37,14 @@ def _outcome(turn: StoredTurn) -> str:
     return "success" if not failed else "failure" if failed == len(turn.tool_calls) else "partial"
 
 
+CREATOR_ORIGIN = "from your creator (signed)"
+
+
 def message_origin(senders: Sequence[str], from_creator: bool) -> str:
     """Whose words a turn's messages were, as its episode says it: the creator only when every one of them carried
     the creator's verified signature; anyone else is an outsider, whatever address they claim."""
     if from_creator:
-        return "from your creator (signed)"
+        return CREATOR_ORIGIN
     return f"from outside ({', '.join(dict.fromkeys(senders))}; not your creator's signed word)"
 
 
@@ -84,8 +88,10 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
     def record_episode() -> None:
         summary, detail = episode_text(turn, senders, from_creator)
         event_type = f"tool:{turn.tool_calls[0].name}" if turn.tool_calls else "message" if turn.input else "thinking"
+        importance = (CREATOR_IMPORTANCE if from_creator else min(IMPORTANCE[classification], OUTSIDE_IMPORTANCE)
+                      if senders else IMPORTANCE[classification])  # outsiders' words rank below the creator's
         EpisodicMemory(db, now).record(AGENT_SESSION, event_type, summary, detail=detail, outcome=_outcome(turn),
-                                       importance=IMPORTANCE[classification], classification=classification)
+                                       importance=importance, classification=classification)
 
     def record_contacts() -> None:
         from automaton_min.store.children import get_child, names_by_address

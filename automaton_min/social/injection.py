@@ -116,8 +116,8 @@ def _compiled() -> SimpleNamespace:
         (rf"{lb}\s*/?\s*{_tolerant('inst')}\s*{rb}", "[inst-tag-removed]"),
         (rf"{lt}{lt}\s*/?\s*{_tolerant('sys')}\s*{gt}{gt}", "[sys-tag-removed]"),
         (rf"{lb}\s*{_tolerant('system')}\s*{rb}", "[system-tag-removed]"),
-        (r"^([ \t]*)\[(?:external )?message from [^\]\n]{0,120}\]", r"\1[label-removed]"),  # forged wrappers
-        (r"^([ \t]*)\[blocked:[^\]\n]{0,200}\]", r"\1[label-removed]"),
+        (rf"^([ \t]*){lb}(?:external )?message from [^\]］\n]*{rb}", r"\1[label-removed]"),  # forged wrappers
+        (rf"^([ \t]*){lb}blocked:[^\]］\n]*{rb}", r"\1[label-removed]"),
         (rf"{lt}{bar}", "< |"),  # what is left of a token opener (one whose middle was a control character)
     )
     return SimpleNamespace(
@@ -134,6 +134,8 @@ def _compiled() -> SimpleNamespace:
         invisible=re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
                              "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]"),
         negated=re.compile("(?:" + "|".join(re.escape(n) for n in table.NEGATIONS) + ")$"),
+        wrapper=re.compile(r"^\[(?:External message|Message) from [^\]\n]{0,200}\]:[ \t]*$", re.MULTILINE),
+        # the note claim_inbox adds to a label is intake's own text: the label's pattern above leaves room for it
         families={name: re.compile("|".join("(?:" + p.replace(" ", r"[\W_]+") + ")" for p in entries), re.MULTILINE)
                   for name, entries in table.FAMILIES.items()},
         tool_json=re.compile(
@@ -197,13 +199,20 @@ def one_line(text: str | None, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-WRAPPER = re.compile(r"^\[(?:External message|Message) from [^\]\n]{0,120}\]:[ \t]*$", re.MULTILINE)
+def noted_sender(text: str, note: str) -> str:
+    """A stored message with ``note`` (who its sender proved to be) in its label: "[Message from 0x... (note)]:".
+    Text without intake's label comes back as it was."""
+    first, sep, rest = text.partition("\n")
+    if not _compiled().wrapper.fullmatch(first):
+        return text
+    head = first.rstrip()
+    return f"{head[:-2]} ({note})]:{sep}{rest}"
 
 
 def without_wrappers(text: str) -> str:
     """A turn's input without the labels intake put before each message ("[Message from 0x...]:"): what was said,
     for a memory search (an address or a label's words would find every message of that sender)."""
-    return WRAPPER.sub("", text)
+    return _compiled().wrapper.sub("", text)
 
 
 def strip_chatml(text: str) -> str:

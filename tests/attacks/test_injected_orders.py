@@ -65,7 +65,8 @@ def test_injected_inbox_messages_are_blocked_or_wrapped_and_their_orders_refused
     assert "Ignore all previous instructions" not in seen and "private key" not in seen
     assert f"[Message from {STRANGER} - external, unverified]:\n{MEDIUM}" in seen
     # claiming to be the creator from the creator's address, unsigned: wrapped as external, and treated as such
-    assert f"[Message from {CREATOR} - external, unverified]:\n{FORGED_CREATOR}" in seen
+    assert (f"[Message from {CREATOR} - external, unverified (unsigned: not verified as your creator)]:\n"
+            f"{FORGED_CREATOR}") in seen
     done = {name: error for name, _, _, error in stored_calls(agent.db)[1:]}
     for tool in ("transfer_credits", "x402_fetch", "topup_credits", "update_genesis_prompt", "distress_signal"):
         assert "EXTERNAL_DANGEROUS_TOOL" in (done[tool] or ""), (tool, done[tool])

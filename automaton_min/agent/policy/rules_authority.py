@@ -26,6 +26,9 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     "message_child",  # a child takes its parent's signed word as its creator's: no stranger's words go through it
     "start_child",  # a stranger does not revive a dead child (a known payee again) nor run its sandbox
     "assign_task",  # a task given to a child is its creator's word too
+    # memories that come back unlabelled, as the agent's own: a procedure, a goal note, a trust or a name given to
+    # an agent (remember_fact stays open: its fact is stored as from outside and labelled so)
+    "save_procedure", "set_goal", "note_about_agent",
 })
 
 
