@@ -207,14 +207,18 @@ def test_a_small_model_in_a_new_users_words_acts_and_remembers_what_it_was_told(
                                                                                  wording) -> None:
     """The measurement README's Local model section gives (``-s`` prints it): the real agent on the server's model
     (``AUTOMATON_LLAMACPP_MODEL`` names it in the output only), its purpose in the README's words or a new user's,
-    up to 8 turns; then the creator's signed message with a fact, and later the question. Asserted: the told fact
-    reaches the prompt of the turn that asks (whatever the mode); what the model did is printed, not asserted."""
+    up to 8 turns (the window learnt, or ``AUTOMATON_LLAMACPP_CTX`` when set: llama-cpp-python publishes none, and a
+    prompt that fits teaches nothing); then the creator's signed message with a fact, and later the question.
+    Asserted: the told fact reaches the prompt of the turn that asks (whatever the mode); what the model did is
+    printed, not asserted."""
     import time
 
     from automaton_min.social.receive import receive
 
     purpose, produced = NEW_USER_PURPOSES[wording]
-    agent = agent_for(genesisPrompt=purpose, maxTurnsPerCycle=8, modelStrategy={"temperature": 0, "seed": 7})
+    told_window = {"contextWindow": WINDOW} if os.environ.get("AUTOMATON_LLAMACPP_CTX") else {}  # else learnt
+    agent = agent_for(genesisPrompt=purpose, maxTurnsPerCycle=8,
+                      modelStrategy={"temperature": 0, "seed": 7, **told_window})
     started = time.monotonic()
     cycle = agent.loop.run_cycle("first start")
     minutes = (time.monotonic() - started) / 60
@@ -233,9 +237,9 @@ def test_a_small_model_in_a_new_users_words_acts_and_remembers_what_it_was_told(
     asking = [r.json() for r in model.requests[asked_from:] if r.path.endswith("/chat/completions")]
     reached = any("ultramarine-4417" in orjson.dumps(body["messages"]).decode() for body in asking[:1])
     mode = agent.db.scalar("SELECT value FROM kv WHERE key = 'action_mode'")
+    written = f"written ({path.read_text()[:80]!r})" if path.is_file() else "not written"
     print(f"\n{MODEL} / {wording}: {turns} turns in {minutes:.1f} min ({turns / max(minutes, 1e-9):.1f} a minute),"
-          f" ended {cycle.reason!r}; mode {mode}; {produced} {'written' if path.is_file() else 'not written'}"
-          f" ({path.read_text()[:80]!r})" if path.is_file() else "", f"files {wrote};"
+          f" ended {cycle.reason!r}; mode {mode}; {produced} {written}; files {wrote};"
           f" calls {[(n, a[:60], (r or e or '')[:40]) for n, a, r, e in calls]}; told fact in the asking prompt:"
           f" {reached}")
     assert reached, asking[:1]
