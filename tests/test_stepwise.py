@@ -249,3 +249,16 @@ def test_a_model_that_never_sleeps_by_itself_is_put_to_sleep_longer_each_cycle_u
     receive(agent.db, "m1", "0x" + "ab" * 20, "hello", now_ms=clock())
     model.script(choose("write_file"), write, choose("write_file"), write)
     assert agent.loop.run_cycle("a message").slept_for_s == IDLE_SLEEP_S
+
+
+def test_a_small_models_first_turn_shows_the_creators_first_message(agent_for, model) -> None:
+    """setup's --creator-message reaches a direct turn's notes; a stepwise turn shows it as a message line of the
+    creator's, in the first turn only (a new user's word to a small model must not be lost)."""
+    agent = agent_for(**SMALL, creatorMessage="The secret word is PLUMTREE.")
+    model.script(choose("sleep"), act("sleep", duration_seconds=60), choose("sleep"), act("sleep", duration_seconds=60))
+    agent.loop.run_cycle("first start")
+    agent.loop.run_cycle("timer")
+    first, second, third, _ = bodies(model)
+    shown = "Message: [Message from your creator (given at setup)]: The secret word is PLUMTREE."
+    assert shown in first["messages"][0]["content"] and shown in second["messages"][0]["content"]
+    assert "PLUMTREE" not in third["messages"][0]["content"]

@@ -49,17 +49,17 @@ class ActionModes:
     config: Mapping[str, Any] | Any
     now: Clock
     _text_answers: dict[str, int] = field(default_factory=dict)
-    _last: tuple[str, str] | None = None
+    _last: tuple[str, int, str] | None = None
 
     def choose(self, model_id: str, window: int, *, fixed_tokens: int, capacity: int) -> ActionMode:
         """The mode for a turn of ``model_id`` with a ``window``-token window, whose compact prompt and tools take
         ``fixed_tokens`` of the prompt's ``capacity``; the mode used is recorded for ``status`` when it changes."""
         mode = self._decide(model_id, window, fixed_tokens, capacity)
-        if self._last != (model_id, mode.name):
-            self._last = (model_id, mode.name)
+        if self._last != (model_id, window, mode.name):
+            self._last = (model_id, window, mode.name)
             now_ms = self.now()
-            set_json(self.db, LAST_KEY, {"model": model_id, "mode": mode.name, "why": mode.why, "at": to_iso(now_ms)},
-                     now_ms)
+            set_json(self.db, LAST_KEY, {"model": model_id, "window": window, "mode": mode.name, "why": mode.why,
+                                         "at": to_iso(now_ms)}, now_ms)
         return mode
 
     def _decide(self, model_id: str, window: int, fixed_tokens: int, capacity: int) -> ActionMode:
@@ -107,9 +107,9 @@ def last_mode(db: "Database") -> dict[str, Any] | None:
 
 
 def expected_mode(db: "Database", config: Mapping[str, Any] | Any, model_id: str, window: int) -> ActionMode:
-    """The mode ``doctor`` names: the last turn's for this model, else what a first turn would choose (the compact
-    prompt's fit is known only then)."""
+    """The mode ``doctor`` names: the last turn's for this model and window, else what a first turn would choose
+    (the compact prompt's fit is known only then)."""
     last = last_mode(db)
-    if last is not None and last.get("model") == model_id:
+    if last is not None and last.get("model") == model_id and last.get("window") == window:
         return ActionMode(last["mode"], f"{last.get('why', '')}; as the last turn, at {last.get('at', '?')}")
     return ActionModes(db, config, lambda: 0)._decide(model_id, window, 0, window)

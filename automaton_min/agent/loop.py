@@ -48,6 +48,7 @@ log = get_logger(__name__)
 SLEEP_UNTIL_KEY = "sleep_until"
 EXTERNAL_SINCE_KEY = "external_since"  # when the cycle that slept last began to answer external input, if it did
 INBOX_BATCH = 10
+FIRST_MESSAGE_LABEL = "[Message from your creator (given at setup)]:"
 STEP_FRAME_TOKENS = 400  # what a step adds around its input: the table of actions, or the worked examples
 DEAD_WAIT_S = 300
 
@@ -357,7 +358,7 @@ class AgentLoop:
             if mode.stepwise:  # a small model: one step at a time
                 self.last_context = None  # no assembled context: status shows no stale figures
                 table = tools if compact else offered_tools(self.tools.specs(), route.tier, compact=True)
-                step = self._step_input(parts, message, source, window).fitted(
+                step = self._step_input(parts, message, source, window, first_run).fitted(
                     route.context_budget - stepwise.CALL_TOKENS - STEP_FRAME_TOKENS,
                     lambda text: worst_case_tokens(estimate_tokens(text)))
                 return self._stepwise(step, table, route, tier, turn_id)
@@ -374,15 +375,19 @@ class AgentLoop:
             return ask(self.router.shrink_context(route, exc, *sent))
 
     def _step_input(self, parts: dict[str, str | None], message: Message | None, source: str | None,
-                    window: int) -> stepwise.StepInput:
+                    window: int, first_run: bool = False) -> stepwise.StepInput:
         """What a small model's steps show: its purpose, the goal's next task, the memories retrieved for the turn's
-        input, a message or the controls' warning, the last action."""
+        input, a message (in the first turn, the creator's first message too) or the controls' warning, the last
+        action."""
         purpose = self.hooks.clean_instruction(parts.get("genesis") or "(none written yet)")
         task = next_task(self.db)
         task_text = ": ".join(filter(None, (task.title, task.description))) if task else None
         if task and active_goal_origin(self.db) == "external":  # a stranger's goal is not the agent's own task
             task_text = f"(set on an outsider's message, unverified) {task_text}"
         said = message.content if message and source == "inbox" else None
+        if first_run and parts.get("creator_message"):  # setup's --creator-message, as the system notes show it
+            first = f"{FIRST_MESSAGE_LABEL}\n{self.hooks.clean_instruction(parts['creator_message'])}"
+            said = f"{first}\n\n{said}" if said else first
         memories = self.context.recall_lines(said or task_text or purpose, window)
         return stepwise.StepInput(purpose, said, self._previous_action, task.id if task else None, task_text,
                                   memories=memories,
