@@ -60,7 +60,7 @@ class TurnSummary:
     succeeded: frozenset[str] = frozenset()  # call_key of each call that succeeded
     repeated: bool = False  # every call was one the previous turn made and it succeeded: none of them ran
     calls: tuple[CallSeen, ...] = ()  # what the loop rule compares
-    no_tool_retry: bool = False  # a text answer the action mode answers by asking again at once (stepwise)
+    no_tool_retry: bool = False  # a text answer while the action mode is learnt: ask again at once, no sleep
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ class LoopControls:
     errors: int = 0
     idle_turns: int = 0
     maintenance_turns: int = 0
-    seen: list[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]] = field(default_factory=list)
+    asked: set[tuple[str, str]] = field(default_factory=set)  # this cycle's (call, result) pairs
+    read: set[tuple[str, str]] = field(default_factory=set)  # and its read-only tools' (tool, result) pairs
     repeats: int = 0  # turns in a row whose calls brought nothing new
     warned: bool = False  # the model was told it repeats; one more repeat and it sleeps
     last_succeeded: frozenset[str] = frozenset()
@@ -155,14 +156,11 @@ class LoopControls:
     def _nothing_new(self, calls: tuple[CallSeen, ...]) -> bool:
         """Whether every call came back as it did earlier in this cycle: the same call with the same result, or, for
         a tool that only reads, the same result from any of its calls. Then remembers them."""
-        asked = {(call.key, call.result) for call in calls}
-        read = {(call.tool, call.result) for call in calls if call.reads_only}
-        seen_asked = {pair for old, _ in self.seen for pair in old}
-        seen_read = {pair for _, old in self.seen for pair in old}
-        repeating = bool(calls) and all((call.key, call.result) in seen_asked
-                                        or (call.reads_only and (call.tool, call.result) in seen_read)
+        repeating = bool(calls) and all((call.key, call.result) in self.asked
+                                        or (call.reads_only and (call.tool, call.result) in self.read)
                                         for call in calls)
-        self.seen.append((frozenset(asked), frozenset(read)))
+        self.asked.update((call.key, call.result) for call in calls)
+        self.read.update((call.tool, call.result) for call in calls if call.reads_only)
         return repeating
 
     def after_error(self) -> Verdict:
