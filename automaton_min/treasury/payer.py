@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
-from automaton_min.net.url import read_url
+from urllib.parse import urljoin
 
 from automaton_min.chain.eip3009 import TransferAuthorization, new_nonce, sign_authorization
-from automaton_min.chain.usdc import network_named
+from automaton_min.chain.usdc import format_usdc, network_named
 from automaton_min.chain.wallet import Wallet
 from automaton_min.chain.x402 import (
     PaymentFormatError,
+    PaymentRequirement,
     choose_requirement,
     parse_payment_required,
     payment_header,
@@ -21,7 +22,8 @@ from automaton_min.chain.x402 import (
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import AutomatonError
-from automaton_min.net.http import NetworkError, Response, request
+from automaton_min.net.http import NetworkError, Response, header_value, request
+from automaton_min.net.url import UnreadableUrl, read_url
 from automaton_min.log import get_logger
 from automaton_min.crashpoint import crash_point
 from automaton_min.treasury.guard import Allowance, PaymentRefused, cents_of, check_payment
@@ -56,6 +58,7 @@ class PaidResponse:
     response: Response
     intent: Intent | None = None
     settlement: dict[str, Any] | None = None
+    undelivered: str | None = None  # paid without success: what happened, in one plain line
 
 
 class Payer:
@@ -172,7 +175,7 @@ class Payer:
             self._undelivered(intent, purpose, host, str(exc))
             raise
         crash_point("payment_answered")
-        return self._record_answer(intent, paid, purpose, host)
+        return self._record_answer(intent, paid, requirement, url, purpose)
 
     def request_timeout(self, cap: float | None = None) -> float:
         """``cap`` (default: ``timeout``) cut to what is left before the deadline; ``NetworkError`` when none is."""
@@ -184,30 +187,91 @@ class Payer:
             raise NetworkError("the time allowed for this payment ran out before the request")
         return min(cap, left)
 
-    def _undelivered(self, intent: Intent, purpose: str, host: str, detail: str) -> None:
-        """A signature left and no success came back: the intent stays open (spent) and the host cools down."""
+    def _undelivered(self, intent: Intent, purpose: str, host: str, detail: str) -> int:
+        """A signature left and no success came back: the intent stays open (spent) and the host cools down until
+        the time returned (epoch ms)."""
         now_ms = self.now()
+        until = now_ms + self.host_cooldown_ms
         with self.db.transaction(durable=True):
             set_outcome(self.db, intent.id, "unknown", now_ms, detail)
-            set_value(self.db, COOLDOWN_KEYS[purpose] + host, to_iso(now_ms + self.host_cooldown_ms), now_ms)
+            set_value(self.db, COOLDOWN_KEYS[purpose] + host, to_iso(until), now_ms)
         log.warning("paid request not delivered; the authorization counts as spent",
                     extra={"intent": intent.id, "host": host, "detail": detail[:200]})
+        return until
 
-    def _record_answer(self, intent: Intent, paid: Response, purpose: str, host: str) -> PaidResponse:
+    def _record_answer(self, intent: Intent, paid: Response, paid_for: PaymentRequirement, url: str,
+                       purpose: str) -> PaidResponse:
         try:
             settled = settlement(paid.headers)
         except PaymentFormatError:
             settled = None
         tx_hash = settled.get("transaction") if settled and isinstance(settled.get("transaction"), str) else None
+        line = None
         if paid.ok:
             resolve(self.db, intent.id, "settled", self.now(), f"HTTP {paid.status}", tx_hash)
-        elif paid.status == 402:  # refused, yet the server holds a valid authorization
-            reason = (settled or {}).get("errorReason") or paid.body[:200].decode("utf-8", "replace")
-            self._undelivered(intent, purpose, host, f"HTTP 402 after payment: {reason}")
-        else:
-            self._undelivered(intent, purpose, host, f"HTTP {paid.status} after payment")
+        else:  # whatever it asks now, the server holds a valid authorization for what it asked first
+            what = answer_after_payment(paid, paid_for, url, settled)
+            host = read_url(url).host
+            until = self._undelivered(intent, purpose, host, what)
+            line = (f"paid {format_usdc(intent.amount_atomic)} USDC to {intent.payee} (payment {intent.id}), and "
+                    f"the server answered {what}; nothing more was paid. The payment counts as spent until the chain "
+                    f"shows it unused after {to_iso(intent.valid_before * 1000)}, and {host} is not paid again "
+                    f"before {to_iso(until)}")
         log.info("payment answered", extra={"intent": intent.id, "status": paid.status, "tx": tx_hash})
-        return PaidResponse(paid, intent, settled)
+        return PaidResponse(paid, intent, settled, line)
+
+
+def answer_after_payment(answer: Response, paid_for: PaymentRequirement, url: str,
+                         settled: Mapping[str, Any] | None = None) -> str:
+    """What a paid server answered instead of the resource, in one line: for the ledger, and for the model."""
+    said = f"HTTP {answer.status} after payment"
+    if answer.status == 402:
+        return f"{said}, {_asked_again(answer, paid_for, url, settled)}"
+    if 300 <= answer.status < 400:
+        where = header_value(answer.headers, "Location")
+        return f"{said}, a redirect to {_location(url, where)} (not followed)" if where else f"{said} (a redirect)"
+    return said
+
+
+def _asked_again(answer: Response, paid_for: PaymentRequirement, url: str,
+                 settled: Mapping[str, Any] | None) -> str:
+    """A second 402 after payment: what it asks that differs from what was signed, or that it asks the same."""
+    reason = (settled or {}).get("errorReason")
+    try:
+        required = parse_payment_required(answer.headers, answer.body, url)
+    except PaymentFormatError:
+        return "with a payment request that cannot be read"
+    asked = choose_requirement(required) or next(iter(required.requirements), None)
+    reason = reason if isinstance(reason, str) and reason else required.error
+    why = f" ({_plain(reason)})" if reason else ""
+    if asked is None:
+        return f"asking for nothing that can be paid{why}"
+    changes = []
+    if asked.amount != paid_for.amount:
+        changes.append(f"{format_usdc(asked.amount)} USDC instead of {format_usdc(paid_for.amount)} USDC")
+    if asked.pay_to.lower() != paid_for.pay_to.lower():
+        changes.append(f"payment to {asked.pay_to} instead of {paid_for.pay_to}")
+    if asked.asset.lower() != paid_for.asset.lower():
+        changes.append(f"asset {asked.asset} instead of {paid_for.asset}")
+    if asked.network != paid_for.network:
+        changes.append(f"network {_plain(asked.network_name)} instead of {paid_for.network_name}")
+    if asked.scheme != paid_for.scheme:
+        changes.append(f"scheme {_plain(asked.scheme)} instead of {paid_for.scheme}")
+    if asked.max_timeout_seconds != paid_for.max_timeout_seconds:
+        changes.append(f"validity {asked.max_timeout_seconds} s instead of {paid_for.max_timeout_seconds} s")
+    return "asking " + ", ".join(changes) if changes else f"asking the same again{why}"
+
+
+def _location(url: str, where: str) -> str:
+    try:
+        return read_url(urljoin(url, where.strip())).text[:300]
+    except UnreadableUrl:
+        return "a location that cannot be read"
+
+
+def _plain(text: str) -> str:
+    """Server text cut to one short printable line."""
+    return "".join(c if c.isprintable() else " " for c in text[:80])
 
 
 def cooldown_until(db: "Database", purpose: str, host: str) -> int | None:

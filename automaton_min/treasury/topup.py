@@ -60,6 +60,8 @@ def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE, *,
     say(f"paying ${usd} in USDC to {url} and waiting for settlement ...")
     allowance = Allowance(max_amount=amount, asset=network.usdc, network=network.caip2, exact_amount=True)
     paid = payer.fetch(url, allowance=allowance, limits=topup_limits(api_url), purpose="topup", balance=balance)
+    if paid.undelivered is not None:
+        raise TopupFailed(f"top-up of ${usd} failed: {url}: {paid.undelivered}")
     if not paid.response.ok:
         raise TopupFailed(f"top-up of ${usd} failed: {url} answered {paid.response.status}: "
                           f"{snippet(paid.response.body)}")

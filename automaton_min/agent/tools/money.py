@@ -99,7 +99,8 @@ def run_topup_credits(ctx: ToolContext, args: dict[str, Any]) -> str:
     try:
         result = topup(payer, setting(ctx, "conwayApiUrl", DEFAULT_API_URL), usd, _network(ctx))
     except AutomatonError as exc:  # refused by the guard, too little USDC, failed or unanswered
-        raise ToolFailure(f"top-up of ${usd} failed: {exc}") from None
+        said, head = str(exc), f"top-up of ${usd}"
+        raise ToolFailure(said if said.startswith(head) else f"{head} failed: {said}") from None
     tx = f", transaction {result.tx_hash}" if result.tx_hash else ""
     added = result.credits_cents_added
     return (f"Bought credits: paid {usd} USDC, +{dollars(added)} ({added} cents) "
@@ -236,6 +237,8 @@ def run_x402_fetch(ctx: ToolContext, args: dict[str, Any]) -> str:
                            method=method, body=body, headers=headers or None)
     except AutomatonError as exc:  # refused before signing, no answer, a malformed 402
         raise ToolFailure(f"x402_fetch {method} {url} failed: {exc}") from None
+    if paid.undelivered is not None:  # paid, and the server asked again or went elsewhere: the line, not its page
+        raise ToolFailure(f"x402_fetch {method} {url}: {paid.undelivered}")
     response = paid.response
     lines = [f"HTTP {response.status}"]
     if paid.intent is not None:
