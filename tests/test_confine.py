@@ -17,7 +17,7 @@ from automaton_min.agent.key_guard import REDACTED, KeyGuard
 from automaton_min.confine import client as confine_client
 from automaton_min.confine.client import ConfinedSandbox, ConfinementUnavailable, RefusingSandbox, UnconfinedSandbox, local_sandbox
 from automaton_min.confine.landlock import abi_version
-from automaton_min.confine.plan import make_plan
+from automaton_min.confine.plan import DEVICES, make_plan
 from automaton_min.confine.protected import HOME_PROTECTED
 from automaton_min.errors import RuntimeFailure
 from attacks.theft_corpus import ATTACKS, DAEMON
@@ -208,6 +208,17 @@ def test_namespace_hides_the_home_and_leaves_only_the_workspace_writable(agent_h
         sandbox.close()
 
 
+def test_without_landlock_dev_holds_only_the_plans_devices(agent_home: Path) -> None:
+    """Nothing else keeps a command run as root from the disks there: /dev is a tmpfs with the plan's devices."""
+    sandbox = start(agent_home, "namespace")
+    try:
+        listing = sandbox.exec("ls -A /dev && echo x > /dev/null && head -c 4 /dev/zero | wc -c", 20)
+        devices = {Path(d).name for d in DEVICES if os.path.exists(d)}
+        assert listing.stdout.split() == sorted(devices | {"fd", "stdin", "stdout", "stderr"}) + ["4"], listing
+    finally:
+        sandbox.close()
+
+
 def test_a_spawner_launched_early_is_the_one_the_local_sandbox_waits_for(agent_home: Path) -> None:
     launched = confine_client.launch(agent_home, agent_home / "workspace", {"execConfinement": "namespace"})
     pid = launched.spawner_pid  # started: the daemon goes on building the agent meanwhile
@@ -284,7 +295,7 @@ def test_auto_falls_back_to_the_namespace_when_landlock_fails(agent_home: Path, 
     try:
         if isinstance(sandbox, RefusingSandbox):
             pytest.skip("unprivileged user namespaces are not available here")
-        assert sandbox.describe() == "namespace (no unix sockets)"
+        assert sandbox.describe() == "namespace (home hidden, read-only outside the workspace, no unix sockets)"
     finally:
         sandbox.close()
 
@@ -295,6 +306,7 @@ def test_doctor_starts_the_confinement_and_reports_each_protection(cli, set_up) 
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert checks["confinement"]["ok"] and checks["confinement"]["detail"].startswith("landlock (ABI")
     assert "wallet.json unreachable" in checks["confinement"]["detail"]
+    assert checks["host files"]["ok"] and "changed nothing" in checks["host files"]["detail"], checks["host files"]
     assert checks["unix sockets"]["ok"] and "seccomp" in checks["unix sockets"]["detail"], checks["unix sockets"]
     assert checks["processes"]["ok"] and "ends with its call" in checks["processes"]["detail"]
     assert checks["limits"]["ok"] and "OOM killer's first choice" in checks["limits"]["detail"]
@@ -479,14 +491,24 @@ def test_a_job_left_in_the_background_ends_with_its_call(agent_home: Path) -> No
 
 def test_the_description_says_what_the_kernel_lacks(tmp_path: Path) -> None:
     sandbox = ConfinedSandbox(tmp_path, tmp_path / "workspace", "landlock")
-    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "not available: no filter"}
+    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "not available: no filter",
+                      "read_only": None, "not_read_only": "unshare(user, mount): Operation not permitted"}
     assert sandbox.describe() == ("landlock (ABI 4, signals NOT scoped (Landlock ABI < 6: commands can signal the "
-                                  "user's processes))")
-    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "refused"}
+                                  "user's processes), modes and times outside the workspace NOT protected)")
+    assert sandbox.host_files() == ("NOT read-only to commands: no mount namespace here (unshare(user, mount): "
+                                    "Operation not permitted)")
+    sandbox.report = {"method": "landlock", "abi": 4, "scoped": False, "unix_sockets": "refused",
+                      "home_hidden": True, "read_only": "mount namespace"}
     assert sandbox.describe() == ("landlock (ABI 4, signals kept only from the agent's own processes (Landlock ABI < 6)"
-                                  ", no unix sockets)")
-    sandbox.report = {"method": "landlock", "abi": 7, "scoped": True, "unix_sockets": "refused", "oom_first": True}
-    assert sandbox.describe() == "landlock (ABI 7, signals and abstract sockets scoped, no unix sockets)"
+                                  ", home hidden, read-only outside the workspace, no unix sockets)")
+    assert sandbox.host_files() == ("read-only to commands outside the workspace and temp dir (a mount namespace: "
+                                    "root, no user one)")
+    sandbox.report = {"method": "landlock", "abi": 7, "scoped": True, "unix_sockets": "refused", "oom_first": True,
+                      "home_hidden": True, "read_only": "user namespace", "read_only_refused": ["/mnt/odd"]}
+    assert sandbox.describe() == ("landlock (ABI 7, signals and abstract sockets scoped, home hidden, "
+                                  "read-only outside the workspace, no unix sockets)")
+    assert sandbox.host_files() == ("read-only to commands outside the workspace and temp dir (a user + mount "
+                                    "namespace); but /mnt/odd stayed WRITABLE")
 
 
 def test_an_ended_job_is_no_longer_spared(tmp_path: Path) -> None:

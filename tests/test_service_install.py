@@ -2,8 +2,9 @@
 
 The CLI runs for real (``--root`` prefixes the unit directory, the state directory and ``/etc/passwd``), on real
 files. ``systemd-analyze verify`` and ``security --offline=true`` check the checked-in unit (skipped without
-systemd-analyze). The last test starts the agent's confinement the way the unit leaves it: namespaces refused
-(RestrictNamespaces=, no @mount) and writable+executable memory refused (MemoryDenyWriteExecute=).
+systemd-analyze). The last test starts the agent's confinement the way the unit leaves it: only user and mount
+namespaces allowed (RestrictNamespaces=user mnt, @mount) and writable+executable memory refused
+(MemoryDenyWriteExecute=); and the way the previous unit left it, no namespace at all, which doctor must call a failure.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def test_the_unit_install_writes_is_the_checked_in_unit():
     text = CHECKED_IN_UNIT.read_text()
     for line in ("Type=notify", "NotifyAccess=all", "StateDirectory=automaton", "RuntimeDirectory=automaton",
                  "Environment=TMPDIR=/run/automaton", "KillMode=mixed", "UnsetEnvironment=WATCHDOG_PID",
-                 "SystemCallFilter=@system-service landlock_create_ruleset landlock_add_rule landlock_restrict_self",
+                 "SystemCallFilter=@system-service @mount landlock_create_ruleset landlock_add_rule "
+                 "landlock_restrict_self", "RestrictNamespaces=user mnt",
                  "ExecStart=/var/lib/automaton/bin/automaton-min --home /var/lib/automaton run", "User=automaton"):
         assert line in text.splitlines(), line
     seconds = {"min": 60, "s": 1}
@@ -296,21 +298,24 @@ def test_systemd_analyze_security_rates_the_unit_ok_or_better():
 _SECCOMP_ARCH = {"x86_64": (0xC000003E, 272, 165), "aarch64": (0xC00000B7, 97, 40)}
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 38, 22, 2, 65, 1
 
-# Run as a wrapper: refuse unshare and mount with EPERM (as RestrictNamespaces= and a filter without @mount do),
-# refuse writable+executable memory (PR_SET_MDWE, the kernel's form of MemoryDenyWriteExecute=), then exec argv.
+# Run as a wrapper: refuse unshare with any of the given flags, and mount where asked, with EPERM (as
+# RestrictNamespaces= and a filter without @mount do), refuse writable+executable memory (PR_SET_MDWE, the kernel's
+# form of MemoryDenyWriteExecute=), then exec argv.
 _WRAPPER = f"""
 import ctypes, os, struct, sys
 arch, unshare, mount = {{arch}}
+refused_flags, refuse_mount = {{rule}}
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl({PR_SET_MDWE}, {PR_MDWE_REFUSE_EXEC_GAIN}, 0, 0, 0) != 0:
     sys.exit(77)
 def op(code, jt, jf, k):
     return struct.pack("=HBBI", code, jt, jf, k)
-EPERM = 0x00050000 | 1
+EPERM, ALLOW = 0x00050000 | 1, 0x7FFF0000
 program = b"".join([
-    op(0x20, 0, 0, 4), op(0x15, 1, 0, arch), op(0x06, 0, 0, 0x7FFF0000),  # another arch: allow
-    op(0x20, 0, 0, 0), op(0x15, 0, 1, unshare), op(0x06, 0, 0, EPERM),
-    op(0x15, 0, 1, mount), op(0x06, 0, 0, EPERM), op(0x06, 0, 0, 0x7FFF0000)])
+    op(0x20, 0, 0, 4), op(0x15, 0, 7, arch),  # another arch: allow
+    op(0x20, 0, 0, 0), op(0x15, 0, 1, mount), op(0x06, 0, 0, EPERM if refuse_mount else ALLOW),
+    op(0x15, 0, 3, unshare), op(0x20, 0, 0, 16), op(0x45, 0, 1, refused_flags), op(0x06, 0, 0, EPERM),
+    op(0x06, 0, 0, ALLOW)])
 buffer = ctypes.create_string_buffer(program, len(program))
 fprog = struct.pack("=HxxxxxxQ", len(program) // 8, ctypes.addressof(buffer))
 fbuffer = ctypes.create_string_buffer(fprog, len(fprog))
@@ -319,25 +324,57 @@ assert libc.prctl({PR_SET_SECCOMP}, {SECCOMP_MODE_FILTER}, ctypes.c_void_p(ctype
     os.strerror(ctypes.get_errno())
 os.execv(sys.argv[1], sys.argv[1:])
 """
+UNIT_RULE = (0x6E000080, False)  # RestrictNamespaces=user mnt: cgroup, uts, ipc, pid, net and time refused; @mount
+PREVIOUS_RULE = (0xFFFFFFFF, True)  # RestrictNamespaces=yes, no @mount
 
 
-@pytest.mark.skipif(platform.machine() not in _SECCOMP_ARCH or sys.maxsize < 2**32, reason="no seccomp table here")
-def test_confinement_is_landlock_without_namespaces_and_with_memory_deny_write_execute(set_up, tmp_path):
-    from automaton_min.confine.landlock import abi_version
-
-    if abi_version() < 1:
-        pytest.skip("this kernel has no Landlock: under the unit, local commands would be refused")
+def _doctor_under(rule: tuple[int, bool], tmp_path: Path) -> subprocess.CompletedProcess:
+    """``doctor`` under the wrapper with the unit's ``rule``; skipped where W+X memory cannot be refused."""
     wrapper = tmp_path / "unit_like.py"
-    wrapper.write_text(_WRAPPER.replace("{arch}", repr(_SECCOMP_ARCH[platform.machine()])))
+    arch = repr(_SECCOMP_ARCH[platform.machine()])
+    wrapper.write_text(_WRAPPER.replace("{arch}", arch).replace("{rule}", repr(rule)))
     probe = subprocess.run([sys.executable, str(wrapper), sys.executable, "-c",
                             "import mmap; mmap.mmap(-1, 4096, prot=7)"], capture_output=True, text=True, timeout=60)
     if probe.returncode == 77:
         pytest.skip("this kernel has no PR_SET_MDWE (Linux 6.3)")
     assert probe.returncode != 0 and "PermissionError" in probe.stderr  # W+X memory is refused under the wrapper
+    return subprocess.run([sys.executable, str(wrapper), sys.executable, "-m", "automaton_min", "doctor"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
 
-    result = subprocess.run([sys.executable, str(wrapper), sys.executable, "-m", "automaton_min", "doctor"],
-                            capture_output=True, text=True, timeout=120, env=dict(os.environ))
+
+def _line(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line[6:].startswith(name + " "))
+
+
+needs_seccomp_table = pytest.mark.skipif(platform.machine() not in _SECCOMP_ARCH or sys.maxsize < 2**32,
+                                         reason="no seccomp table here")
+
+
+@needs_seccomp_table
+def test_under_the_unit_commands_get_landlock_and_read_only_mounts_with_memory_deny_write_execute(set_up, tmp_path):
+    from automaton_min.confine.landlock import abi_version
+
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock: under the unit, local commands would be refused")
+    result = _doctor_under(UNIT_RULE, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    line = next(line for line in result.stdout.splitlines() if line.split()[1:2] == ["confinement"])
-    assert f"landlock (ABI {abi_version()}" in line and "home hidden" not in line  # no namespace to hide it
+    line = _line(result.stdout, "confinement")
+    assert f"landlock (ABI {abi_version()}" in line and "home hidden, read-only outside the workspace" in line
     assert "wallet.json unreachable from a command" in line
+    assert "changed nothing" in _line(result.stdout, "host files")
+
+
+@needs_seccomp_table
+def test_under_the_previous_units_rule_doctor_says_files_outside_are_not_protected(set_up, tmp_path):
+    """No namespace at all (RestrictNamespaces=yes, no @mount): Landlock alone, and doctor fails naming the fix."""
+    from automaton_min.confine.landlock import abi_version
+
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock: local commands would be refused")
+    result = _doctor_under(PREVIOUS_RULE, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    confinement = _line(result.stdout, "confinement")
+    assert confinement.startswith("ok") and "home hidden" not in confinement
+    host = _line(result.stdout, "host files")
+    assert host.startswith("FAIL") and "NOT read-only to commands: no mount namespace here" in host
+    assert "RestrictNamespaces=user mnt" in result.stdout

@@ -84,8 +84,8 @@ def running_binary() -> str:
 
 # Landlock before ABI 6 does not scope signals: the seccomp filter (when it holds) keeps them from the agent's own
 # processes, nothing keeps them from the user's others.
-_UNSCOPED = {True: ", signals kept only from the agent's own processes (Landlock ABI < 6)",
-             False: ", signals NOT scoped (Landlock ABI < 6: commands can signal the user's processes)"}
+_UNSCOPED = {True: "signals kept only from the agent's own processes (Landlock ABI < 6)",
+             False: "signals NOT scoped (Landlock ABI < 6: commands can signal the user's processes)"}
 
 
 class ConfinedSandbox:
@@ -114,12 +114,29 @@ class ConfinedSandbox:
 
     def describe(self) -> str:
         """One line for banners, ``status`` and ``doctor``: which confinement holds the commands."""
-        sockets = ", no unix sockets" if self.report.get("unix_sockets") == "refused" else ""
-        if self.report.get("method") == "landlock":
-            scoped = ", signals and abstract sockets scoped" if self.report.get("scoped") else _UNSCOPED[bool(sockets)]
-            hidden = ", home hidden" if self.report.get("home_hidden") else ""
-            return f"landlock (ABI {self.report.get('abi')}{scoped}{hidden}{sockets})"
-        return self.report.get("method", self.method) + (f" ({sockets[2:]})" if sockets else "")
+        method = self.report.get("method", self.method)
+        parts = [f"ABI {self.report.get('abi')}"] if method == "landlock" else []
+        if method == "landlock":
+            sockets = self.report.get("unix_sockets") == "refused"
+            parts.append("signals and abstract sockets scoped" if self.report.get("scoped") else _UNSCOPED[sockets])
+        if self.report.get("home_hidden"):
+            parts.append("home hidden")
+        if self.report:
+            parts.append("read-only outside the workspace" if self.report.get("read_only") else
+                         "modes and times outside the workspace NOT protected")
+        if self.report.get("unix_sockets") == "refused":
+            parts.append("no unix sockets")
+        return f"{method} ({', '.join(parts)})" if parts else method
+
+    def host_files(self) -> str:
+        """One line: which way keeps commands from changing files outside the workspace and temp dir, or why none."""
+        way = self.report.get("read_only")
+        if not way:
+            return f"NOT read-only to commands: no mount namespace here ({self.report.get('not_read_only', 'unknown')})"
+        how = "a user + mount namespace" if way == "user namespace" else "a mount namespace: root, no user one"
+        left = self.report.get("read_only_refused")
+        return (f"read-only to commands outside the workspace and temp dir ({how})"
+                + (f"; but {', '.join(left)} stayed WRITABLE" if left else ""))
 
     def limits(self) -> str:
         """One line: what bounds the commands besides the confinement (the OOM score, rlimits, the cgroup)."""

@@ -1,7 +1,10 @@
-"""Where Landlock is missing, an unprivileged user + mount namespace hides the home (README: Security).
+"""A private mount namespace for the spawner and its commands (README: Security): the home covered by an empty tmpfs
+but for the workspace, and every mount read-only but the workspace and the private temp dir.
 
-It maps only the spawner's own uid and gid; all but the workspace and the private temp dir is remounted read-only, so
-neither the interpreter nor a ``.pth`` file a restarted spawner would run can be changed.
+A read-only mount refuses what Landlock does not govern (chmod, chown, utime, setxattr) whatever the uid, so a command
+run as root, or as the user owning the agent's files, changes no file outside. Unprivileged, the namespace comes with a
+user namespace mapping only the spawner's own uid and gid; root without user namespaces takes a mount namespace alone.
+Commands hold no capability to remount; a namespace of their own copies the mounts locked, read-only for good.
 """
 
 from __future__ import annotations
@@ -40,15 +43,30 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def hide_home(home: Path, workspace: Path, staging: Path) -> None:
-    """In a new user+mount namespace, ``home`` becomes an empty tmpfs holding only ``workspace`` (carried across by way
-    of ``staging``, an empty directory outside the home)."""
+def private_mounts() -> str:
+    """Move this process into a mount namespace of its own; which way: ``"user namespace"`` (a user namespace mapping
+    only this uid and gid, with a mount namespace) or ``"mount namespace"`` (root, where no user namespace can be had).
+    """
     uid, gid = os.geteuid(), os.getegid()
-    check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    try:
+        check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    except OSError:
+        if uid != 0:
+            raise
+        check(libc().unshare(CLONE_NEWNS), "unshare(mount)")  # root's CAP_SYS_ADMIN, before capabilities are dropped
+        way = "mount namespace"
+    else:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        way = "user namespace"
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    return way
+
+
+def hide_home(home: Path, workspace: Path, staging: Path) -> None:
+    """In this process's private mount namespace, ``home`` becomes an empty tmpfs holding only ``workspace`` (carried
+    across by way of ``staging``, an empty directory outside the home)."""
     if home not in workspace.parents:
         _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k")
         return
@@ -58,6 +76,21 @@ def hide_home(home: Path, workspace: Path, staging: Path) -> None:
     inside = home / workspace.relative_to(home)
     inside.mkdir(mode=0o700, parents=True, exist_ok=True)
     _mount(str(staging), inside, None, MS_MOVE)
+
+
+def bare_dev(devices: tuple[Path, ...], staging: Path) -> None:
+    """Cover /dev with a tmpfs holding only ``devices`` (each the real node, bound in) and the /dev/fd links: Landlock's
+    device list, for where no Landlock keeps a command run as root from the disks."""
+    staging.mkdir(mode=0o700, exist_ok=True)
+    _mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k")
+    for device in devices:
+        if device.parent == Path("/dev"):
+            os.close(os.open(staging / device.name, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(str(device), staging / device.name, None, MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, staging / name)
+    _mount(str(staging), "/dev", None, MS_MOVE)
 
 
 def _mount_points() -> list[str]:
@@ -70,14 +103,14 @@ def _mount_points() -> list[str]:
     return points
 
 
-def read_only_except(writable: list[Path]) -> int:
+def read_only_except(writable: list[Path]) -> list[str]:
     """Make every mount read-only but ``writable`` (each bound onto itself first, so it is a mount of its own).
 
-    Returns how many mounts could not be remounted (kernel views such as /proc may refuse; they hold no files)."""
+    Returns the mount points that could not be remounted (kernel views such as /proc may refuse)."""
     keep = [str(path) for path in writable]
     for path in keep:
         _mount(path, path, None, MS_BIND | MS_REC)
-    refused = 0
+    refused = []
     for point in _mount_points():
         if any(point == path or point.startswith(path.rstrip("/") + "/") for path in keep):
             continue
@@ -85,6 +118,8 @@ def read_only_except(writable: list[Path]) -> int:
             flags = os.statvfs(point).f_flag
             locked = sum(mount_flag for st_flag, mount_flag in _KEPT_FLAGS if flags & st_flag)
             _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
+        except FileNotFoundError:
+            continue  # covered by a mount made here (the home's tmpfs, /dev's): out of every command's reach
         except OSError:
-            refused += 1
+            refused.append(point)
     return refused

@@ -1,6 +1,7 @@
 """What ``automaton-min doctor`` proves about local commands here (README: Security, how to check): it starts the
-confinement the agent would get and tries from a command what it must refuse (read the wallet, connect to a UNIX
-socket listening outside, leave a setsid'd process behind), then reports what bounds a command and the disk reserve.
+confinement the agent would get and tries from a command what it must refuse (read the wallet, change a file outside
+the workspace, connect to a UNIX socket listening outside, leave a setsid'd process behind), then reports what bounds
+a command and the disk reserve.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from automaton_min.store.disk_reserve import DiskReserve
 KERNEL_FIX = ("use Linux >= 5.13 with Landlock enabled (lsm=...,landlock) or allow unprivileged user namespaces "
               "(sysctl kernel.unprivileged_userns_clone=1); unconfinedExec runs commands unprotected")
 SECCOMP_FIX = "use a kernel with seccomp filters (CONFIG_SECCOMP_FILTER, as Debian and Raspberry Pi OS ship)"
+USERNS_FIX = ("allow user namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu "
+              "kernel.apparmor_restrict_unprivileged_userns=0; under systemd RestrictNamespaces=user mnt and "
+              "SystemCallFilter=@mount, as the shipped unit has)")
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ def self_test(home: Path, workspace: Path, config: Any) -> list[Probe]:
         probes = [_wallet(sandbox, home)]
         if isinstance(sandbox, UnconfinedSandbox):
             return probes
-        probes += [_unix_sockets(sandbox), _processes(sandbox, workspace),
+        probes += [_host_files(sandbox), _unix_sockets(sandbox), _processes(sandbox, workspace),
                    Probe("limits", bool(sandbox.report.get("oom_first")), sandbox.limits())]
     finally:
         sandbox.close()
@@ -55,6 +59,34 @@ def _wallet(sandbox: Any, home: Path) -> Probe:
     held = not reachable and not isinstance(sandbox, UnconfinedSandbox)
     detail = f"{sandbox.describe()}; wallet.json {'is READABLE' if reachable else 'unreachable'} from a command"
     return Probe("confinement", held, detail, "" if held else KERNEL_FIX)
+
+
+def _state(path: Path) -> tuple:
+    """What a command must not change in a file of this process's: content, mode, owner, times, extended attributes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOATIME)  # reading must not move the access time itself
+    try:
+        info, content = os.fstat(fd), os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    return (content, info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_atime_ns,
+            sorted(os.listxattr(path)))
+
+
+def _host_files(sandbox: Any) -> Probe:
+    """From a command: chmod, chown, utime and setxattr on a file of the daemon's outside the workspace."""
+    with tempfile.TemporaryDirectory(prefix="automaton-doctor-") as outside:
+        canary = Path(outside) / "canary"
+        canary.write_bytes(b"canary")
+        os.chmod(canary, 0o644)
+        before = _state(canary)
+        name = shlex.quote(str(canary))
+        code = f"import os; os.setxattr({str(canary)!r}, 'user.probe', b'1')"
+        sandbox.exec(f"chmod 606 {name}; chown 65534:65534 {name}; touch {name}; python3 -c {shlex.quote(code)}", 10)
+        changed = _state(canary) != before
+    held = bool(sandbox.report.get("read_only")) and not sandbox.report.get("read_only_refused") and not changed
+    outcome = ("a command's chmod, chown, touch and setxattr changed nothing" if not changed else
+               "a command CHANGED a file outside the workspace (its mode, owner, times or attributes)")
+    return Probe("host files", held, f"{sandbox.host_files()}; {outcome}", "" if held else USERNS_FIX)
 
 
 def _unix_sockets(sandbox: Any) -> Probe:

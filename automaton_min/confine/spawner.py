@@ -46,29 +46,42 @@ def landlock_ruleset(plan: Plan, abi: int) -> landlock.Ruleset:
     return ruleset
 
 
+def isolate(plan: Plan, way: str, *, plan_devices_only: bool = False) -> dict:
+    """In the private mount namespace entered ``way`` (``namespace.private_mounts``): hide the home (and with
+    ``plan_devices_only`` all of /dev but the plan's devices), then make every mount read-only but the workspace and
+    temp dir. What to report."""
+    namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
+    if plan_devices_only:
+        namespace.bare_dev(plan.devices, plan.tmp / ".dev")
+    refused = namespace.read_only_except([plan.workspace, plan.tmp])
+    return {"home_hidden": True, "read_only": way, "read_only_refused": refused}
+
+
 def confine(plan: Plan, method: str) -> tuple[dict, object]:
     """Confine this process by ``method``; returns what to report and the per-command setup function."""
     plan.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
     if method == "landlock":
-        # Landlock does not govern chmod or (before ABI 3) truncate, so where a user namespace can be had the
-        # home is also hidden: then nothing of it can even be named.
+        # Landlock governs neither chmod, chown, utime nor setxattr: where a mount namespace can be had, every mount
+        # but the workspace and temp dir is also made read-only, and the home is hidden.
         try:
-            namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
-            hidden = True
-        except OSError:
-            hidden = False
+            isolated = isolate(plan, namespace.private_mounts())
+        except OSError as exc:
+            isolated = {"home_hidden": False, "read_only": None, "not_read_only": exc.strerror or str(exc)}
         abi = landlock.abi_version()
         ruleset = landlock_ruleset(plan, abi)
         caps.drop_all()
         ruleset.restrict_self()
-        report = {"method": "landlock", "abi": abi, "scoped": bool(ruleset.scoped), "home_hidden": hidden}
-        return report, ruleset.restrict_self
+        return {"method": "landlock", "abi": abi, "scoped": bool(ruleset.scoped), **isolated}, ruleset.restrict_self
     if method == "namespace":
-        namespace.hide_home(plan.home, plan.workspace, plan.tmp / ".workspace-mount")
-        refused = namespace.read_only_except([plan.workspace, plan.tmp])
+        way = namespace.private_mounts()
+        if way != "user namespace":
+            # root's commands would share the first user namespace with the host's root processes that hold no
+            # capability, and without Landlock nothing would keep them from those processes' /proc/<pid>/root
+            raise OSError(errno_codes.EPERM, "no user namespace (the namespace method needs one)")
+        isolated = isolate(plan, way, plan_devices_only=True)  # no Landlock keeps a command run as root from the disks
         caps.drop_all()
         landlock.set_no_new_privs()
-        return {"method": "namespace", "read_only_refused": refused}, None
+        return {"method": "namespace", **isolated}, None
     raise ValueError(f"unknown confinement method {method!r}")
 
 
