@@ -46,6 +46,7 @@ class ContextParts:
     events: Sequence[CompactReference] = ()   # newest first
     query: str = ""                           # what retrieval searches for
     notes: Sequence[str] = ()                 # one-off runtime notes (the creator's first message)
+    outsiders: bool = True                    # False: outsiders' words stay out (a turn of the agent's own)
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,8 @@ class ContextAssembler:
         if self.retriever is not None:
             room = min(share, max(int((capacity - used) * MEMORY_SHARE), min(floor, capacity - used)))
             memories = self.retriever.retrieve(parts.query, limit_tokens=room, count=count,
-                                               shown_since=recent[0].timestamp if recent else None)
+                                               shown_since=recent[0].timestamp if recent else None,
+                                               outsiders=parts.outsiders)
             used += memories.block_tokens(count)
         summary: list[Message] = []
         if parts.summary:

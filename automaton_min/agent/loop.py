@@ -38,7 +38,7 @@ from automaton_min.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.crashpoint import crash_point
 from automaton_min.store.db import STORAGE_ERRORS
-from automaton_min.store.kv import delete_value, get_value, set_json, set_value
+from automaton_min.store.kv import delete_value, set_json, set_value
 from automaton_min.store.wake import woken_since
 from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, insert_failed_turn, insert_turn,
                                       recent_turns)
@@ -46,7 +46,6 @@ from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, 
 log = get_logger(__name__)
 
 SLEEP_UNTIL_KEY = "sleep_until"
-EXTERNAL_SINCE_KEY = "external_since"  # when the cycle that slept last began to answer external input, if it did
 INBOX_BATCH = 10
 FIRST_MESSAGE_LABEL = "[Message from your creator (given at setup)]:"
 STEP_FRAME_TOKENS = 400  # what a step adds around its input: the table of actions, or the worked examples
@@ -124,17 +123,18 @@ class AgentLoop:
         self._stop = stop
         self._abandon = abandon or stop
         now_ms = self.now()
-        # the least-trusted input this cycle has answered, later turns too: the last cycle's when only the timer of
-        # its sleep (or a restart) woke this one, until the wake-up turn reads new input
-        carried = self._woken_as()
+        # the least-trusted input this cycle has answered, its later turns too. A cycle begins as the agent's own:
+        # what an earlier one did for outsiders reaches it as one line a turn (turn_context.py), so no stranger's
+        # order waits in the context for a nap to end, and no stranger holds the agent's own work.
+        carried = "agent"
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
-            self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", carried, enter_state=False)
+            self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", enter_state=False)
             return CycleResult(0, DEAD_WAIT_S, "dead: waiting for funding")
         reading = self.hooks.finances(now_ms)
         credits, usdc = reading.credits_cents, reading.usdc_atomic
         first_run = count_turns(self.db) == 0
-        thoughts = [t.thinking for t in recent_turns(self.db, 3)]
+        thoughts = [t.thinking for t in recent_turns(self.db, 3) if not t.external]
         pending: tuple[Message, str, str] | None = (
             Message("user", "[wakeup] " + wakeup_message(first_run=first_run, reason=reason, credits_cents=credits,
                                                           usdc_atomic=usdc, turns=count_turns(self.db),
@@ -157,8 +157,6 @@ class AgentLoop:
                     controls.backoff = 0  # new input: a control's sleep starts short again
                     external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
                     carried = "external" if external else "agent"  # the creator's messages: as the agent's own
-                    if external:  # kept at once: a cycle cut off before its sleep passes it on too
-                        set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(self.last_inbox_check_ms), now_ms)
                     if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
                         wake_note = pending[0].content
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", carried)
@@ -196,7 +194,7 @@ class AgentLoop:
             elif verdict.action == "sleep":
                 self._forced_cycles = controls.backoff + 1 if verdict.forced else 0
                 self._forced_sleep_at = to_iso(self.now()) if verdict.forced else None
-                self._sleep(verdict.seconds, verdict.reason, carried)
+                self._sleep(verdict.seconds, verdict.reason)
                 result.slept_for_s, result.reason = verdict.seconds, verdict.reason
                 break
         return result
@@ -215,21 +213,11 @@ class AgentLoop:
             insert_failed_turn(self.db, failure_id, turn_id or failure_id, to_iso(started_ms or now_ms),
                                self.hooks.state(), source, ending)
 
-    def _woken_as(self) -> str:
-        """``external`` when the last cycle to sleep answered external input and no wake event (but the inbox's,
-        whose messages the wake-up turn reads) has come since; else ``agent``."""
-        since = get_value(self.db, EXTERNAL_SINCE_KEY)
-        return "agent" if since is None or woken_since(self.db, since) else "external"
-
-    def _sleep(self, seconds: int, reason: str, authority: str, *, enter_state: bool = True) -> None:
-        """Sleep ``seconds``; the cycle its timer wakes answers to ``authority`` too, when it is external."""
+    def _sleep(self, seconds: int, reason: str, *, enter_state: bool = True) -> None:
+        """Sleep ``seconds``: the time is kept, so a restart knows it was asleep."""
         now_ms = self.now()
         with self.db.transaction():
             set_value(self.db, SLEEP_UNTIL_KEY, to_iso(now_ms + seconds * 1000), now_ms)
-            if authority == "external":
-                set_value(self.db, EXTERNAL_SINCE_KEY, to_iso(now_ms), now_ms)
-            else:
-                delete_value(self.db, EXTERNAL_SINCE_KEY)
         if enter_state and self.hooks.state() != "dead":  # dead is left only when funding arrives
             self.hooks.set_state("sleeping", now_ms, reason)
         log.info("sleeping", extra={"seconds": seconds, "reason": reason})
@@ -256,7 +244,8 @@ class AgentLoop:
                         (now_ms - self.started_ms) // 1000,
                         route.model.model_id if not isinstance(route, BudgetDenied) else "none")
         routed = (route if isinstance(route, BudgetDenied)
-                  else self._infer(route, status, message, first_run, tier, turn_id, wake_note, source))
+                  else self._infer(route, status, message, first_run, tier, turn_id, wake_note, source,
+                             outsiders=authority == "external"))
         if isinstance(routed, BudgetDenied):
             # The model never saw the input: claimed messages go back to the inbox as they were (not processed,
             # no try counted), so the turn does not record them as its input either.
@@ -328,13 +317,16 @@ class AgentLoop:
                            "totalTokens": routed.input_tokens + routed.output_tokens, **self._context_figures()},
                           routed.cost_cents,
                           {"ended": "stopped", "reason": "the runtime is stopping"} if stopping else verdict.ending())
+        if authority == "external":  # what it read and did stays with the turns that answer outsiders
+            turn = replace(turn, ending={**(turn.ending or {}), "authority": "external"})
         self._persist(turn, claimed)
         self.hooks.after_turn(turn)
         self.metrics.turn(turn)
         return verdict
 
     def _infer(self, route: Route, status: Status, message: Message | None, first_run: bool, tier: str,
-               turn_id: str, wake_note: str | None = None, source: str | None = None) -> RoutedResult | BudgetDenied:
+               turn_id: str, wake_note: str | None = None, source: str | None = None, *,
+               outsiders: bool = True) -> RoutedResult | BudgetDenied:
         """Assemble the context within the route's budget and call the model. When the server says the prompt is
         too long, the router learns the window it named and shrinks that model's budget (for good), and this turn
         is rebuilt for that window (compact mode in a small one) and retried once."""
@@ -358,13 +350,13 @@ class AgentLoop:
             if mode.stepwise:  # a small model: one step at a time
                 self.last_context = None  # no assembled context: status shows no stale figures
                 table = tools if compact else offered_tools(self.tools.specs(), route.tier, compact=True)
-                step = self._step_input(parts, message, source, window, first_run).fitted(
+                step = self._step_input(parts, message, source, window, first_run, outsiders).fitted(
                     route.context_budget - stepwise.CALL_TOKENS - STEP_FRAME_TOKENS,
                     lambda text: worst_case_tokens(estimate_tokens(text)))
                 return self._stepwise(step, table, route, tier, turn_id)
             context = self.last_context = self.context.build(
                 route, system=system, tools=tools, status=status_block(status), pending=message, notes=notes,
-                turn_id=turn_id, tier=tier, cancel=self._abandon, compact=compact)
+                turn_id=turn_id, tier=tier, cancel=self._abandon, compact=compact, outsiders=outsiders)
             sent[:] = [context.messages, tools]
             return self.router.route(context.messages, tier=tier, turn_id=turn_id, tools=tools, planned=route,
                                      cancel=self._abandon)
@@ -375,7 +367,7 @@ class AgentLoop:
             return ask(self.router.shrink_context(route, exc, *sent))
 
     def _step_input(self, parts: dict[str, str | None], message: Message | None, source: str | None,
-                    window: int, first_run: bool = False) -> stepwise.StepInput:
+                    window: int, first_run: bool = False, outsiders: bool = True) -> stepwise.StepInput:
         """What a small model's steps show: its purpose, the goal's next task, the memories retrieved for the turn's
         input, a message (in the first turn, the creator's first message too) or the controls' warning, the last
         action."""
@@ -388,7 +380,7 @@ class AgentLoop:
         if first_run and parts.get("creator_message"):  # setup's --creator-message, as the system notes show it
             first = f"{FIRST_MESSAGE_LABEL}\n{self.hooks.clean_instruction(parts['creator_message'])}"
             said = f"{first}\n\n{said}" if said else first
-        memories = self.context.recall_lines(said or task_text or purpose, window)
+        memories = self.context.recall_lines(said or task_text or purpose, window, outsiders=outsiders)
         return stepwise.StepInput(purpose, said, self._previous_action, task.id if task else None, task_text,
                                   memories=memories,
                                   warning=message.content if message and source == "system" else None)

@@ -17,7 +17,8 @@ from automaton_min.clock import Clock, from_iso
 from automaton_min.errors import RuntimeFailure
 from automaton_min.inference.router import BudgetDenied, Route, Router, tools_text, worst_case_tokens
 from automaton_min.inference.types import Message, ToolSchema
-from automaton_min.memory.compression import FoldResult, HistoryFolder, folded_at, folded_through, wake_reference
+from automaton_min.memory.compression import (OUTSIDERS_TURN, FoldResult, HistoryFolder, folded_at, folded_through,
+                                              wake_reference)
 from automaton_min.memory.classify import MESSAGE_SOURCES
 from automaton_min.memory.common import AGENT_SESSION
 from automaton_min.memory.retrieval import MemoryRetriever
@@ -106,18 +107,19 @@ class TurnContextBuilder:
     def build(self, route: Route, *, system: str, tools: tuple[ToolSchema, ...], status: str,
               pending: Message | None, notes: Sequence[str] = (), turn_id: str, tier: str,
               cancel: threading.Event | None = None, allow_fold: bool = True,
-              compact: bool = False) -> AssembledContext:
+              compact: bool = False, outsiders: bool = True) -> AssembledContext:
         """The context for this turn within ``route.context_budget``, folding old turns first when needed;
-        ``compact``: the goals board in its short form."""
-        parts = self._parts(system, tools, status, pending, notes, compact)
-        context = self._assemble(parts, route)
+        ``compact``: the goals board in its short form; ``outsiders=False`` (a turn of the agent's own or its
+        creator's): the turns that answered outsiders show as one line each, and memory leaves their words out."""
+        parts = replace(self._parts(system, tools, status, pending, notes, compact), outsiders=outsiders)
+        context = self._assemble(self._quarantined(parts), route)
         recommendation = context.utilization.recommendation
         if allow_fold and recommendation != "ok":
             summarizer = RouterSummarizer(self.router, tier, turn_id, cancel) if recommendation == "compress" else None
             folded = self._fold(parts, route, summarizer, keep_at_least=RECENT_ALWAYS if summarizer else 1)
             if folded is not None:
-                parts = self._parts(system, tools, status, pending, notes, compact)
-                context = self._assemble(parts, route)
+                parts = replace(self._parts(system, tools, status, pending, notes, compact), outsiders=outsiders)
+                context = self._assemble(self._quarantined(parts), route)
         log.debug("context assembled", extra={"used": context.utilization.used,
                                               "capacity": context.utilization.capacity,
                                               "recommendation": context.utilization.recommendation,
@@ -139,6 +141,16 @@ class TurnContextBuilder:
         return ContextParts(system=system, tools=tools, turns=turns, more_turns=more, pending=pending, status=status,
                             goals=self._goals(compact), summary=self.folder.summary(), events=events,
                             query=self._query(pending, turns), notes=tuple(notes))
+
+    @staticmethod
+    def _quarantined(parts: ContextParts) -> ContextParts:
+        """``parts`` as a turn that does not answer outsiders reads them: each turn that did, as one line."""
+        if parts.outsiders or not any(turn.external for turn in parts.turns):
+            return parts
+        query = "" if parts.pending is None and parts.turns[-1].external else parts.query  # not their topic
+        return replace(parts, query=query, turns=[replace(turn, input=OUTSIDERS_TURN, input_source="note", thinking="",
+                                                          tool_calls=()) if turn.external else turn
+                                                  for turn in parts.turns])
 
     def _goals(self, compact: bool) -> list[str]:
         """The goal notes (set_goal), then the goals board: the todo block and its latest events, or in compact
@@ -174,11 +186,12 @@ class TurnContextBuilder:
             return without_wrappers(pending.content)
         return turns[-1].thinking[-QUERY_THOUGHT_CHARS:] if turns else ""
 
-    def recall_lines(self, query: str, window: int) -> tuple[str, ...]:
+    def recall_lines(self, query: str, window: int, *, outsiders: bool = True) -> tuple[str, ...]:
         """What retrieval finds for ``query`` as labelled lines, within memory's share of a ``window``-token
         window and ``STEP_MEMORIES`` lines (a small model's steps show no history, so nothing is left out)."""
         room = min(self.retriever.budget.for_window(window).total, STEP_MEMORY_TOKENS)
-        found = self.retriever.retrieve(without_wrappers(query), limit_tokens=room, count=estimate_tokens)
+        found = self.retriever.retrieve(without_wrappers(query), limit_tokens=room, count=estimate_tokens,
+                                        outsiders=outsiders)
         return found.lines()[:STEP_MEMORIES]
 
     def _assemble(self, parts: ContextParts, route: Route) -> AssembledContext:

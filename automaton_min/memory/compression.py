@@ -141,6 +141,10 @@ def folded_at(db: "Database") -> int | None:
     return at if type(at) is int else None
 
 
+OUTSIDERS_TURN = ("(a turn that answered outsiders: their words and what it did for them are kept out of your "
+                  "own work; they show when you answer outsiders again)")
+
+
 def transcript(turns: Sequence[StoredTurn]) -> str:
     """The folded turns as the summarizer reads them, each part cut short."""
     def cut(text: str | None, limit: int) -> str:
@@ -150,6 +154,9 @@ def transcript(turns: Sequence[StoredTurn]) -> str:
     blocks = []
     for turn in turns:
         lines = [f"## {turn.timestamp}"]
+        if turn.external:  # the summary is the agent's own: outsiders' words stay in their labelled episodes
+            blocks.append(f"## {turn.timestamp}\n{OUTSIDERS_TURN}")
+            continue
         if turn.input:
             lines.append(f"input ({turn.input_source or 'input'}): {cut(turn.input, TRANSCRIPT_INPUT)}")
         if turn.thinking:

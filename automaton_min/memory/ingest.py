@@ -38,6 +38,8 @@ def _outcome(turn: StoredTurn) -> str:
 
 
 CREATOR_ORIGIN = "from your creator (signed)"
+OUTSIDE_ORIGIN = "from outside ("
+ANSWERING_OUTSIDERS = "In answer to outsiders (not your creator's signed word):"  # an external turn without a message
 
 
 def message_origin(senders: Sequence[str], from_creator: bool) -> str:
@@ -45,12 +47,12 @@ def message_origin(senders: Sequence[str], from_creator: bool) -> str:
     the creator's verified signature; anyone else is an outsider, whatever address they claim."""
     if from_creator:
         return CREATOR_ORIGIN
-    return f"from outside ({', '.join(dict.fromkeys(senders))}; not your creator's signed word)"
+    return f"{OUTSIDE_ORIGIN}{', '.join(dict.fromkeys(senders))}; not your creator's signed word)"
 
 
 def episode_text(turn: StoredTurn, senders: Sequence[str], from_creator: bool = False) -> tuple[str, str | None]:
     """The summary (said and done, cut) and the detail (longer results) of a turn's episode."""
-    lines = []
+    lines = [ANSWERING_OUTSIDERS] if turn.external and not senders else []
     if turn.input:
         origin = message_origin(senders, from_creator) if senders else f"({turn.input_source or 'input'})"
         lines.append(f"Message {origin}: {_cut(turn.input, INPUT_CUT)}")

@@ -40,6 +40,11 @@ class StoredTurn:
     cost_cents: int = 0
     ending: dict[str, Any] | None = None
 
+    @property
+    def external(self) -> bool:
+        """Whether the turn answered outsiders (its ending says so): their words reach only such turns."""
+        return bool(self.ending) and self.ending.get("authority") == "external"
+
 
 def insert_turn(db: "Database", turn: StoredTurn) -> None:
     """Write a turn and its tool calls (call it inside the turn's transaction)."""
@@ -92,17 +97,22 @@ def recent_turns(db: "Database", limit: int = 20, *, after: tuple[str, str] | No
     came after that one."""
     where, params = ("WHERE timestamp >= ? AND (timestamp > ? OR id > ?)", (after[0], *after)) if after else ("", ())
     rows = db.query(
-        "SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents FROM turns"
-        f" {where} ORDER BY timestamp DESC, id DESC LIMIT ?", (*params, limit))
+        "SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, ending"
+        f" FROM turns {where} ORDER BY timestamp DESC, id DESC LIMIT ?", (*params, limit))
     turns = []
     for row in reversed(rows):
-        try:
-            usage = orjson.loads(row[7] or "{}")
-        except orjson.JSONDecodeError:
-            usage = {}
+        usage, ending = _json_object(row[7]), _json_object(row[9])
         turns.append(StoredTurn(row[0], row[1], row[2], row[3], row[4], row[5] or "", _parse_calls(row[6]),
-                                usage if isinstance(usage, dict) else {}, int(row[8] or 0)))
+                                usage or {}, int(row[8] or 0), ending))
     return turns
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def count_turns(db: "Database") -> int:

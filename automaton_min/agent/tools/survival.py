@@ -25,6 +25,7 @@ from automaton_min.tiers import tier_for_credits
 
 MIN_SLEEP_S = 10
 MAX_SLEEP_S = 86_400
+OUTSIDERS_SLEEP_S = 600  # the longest sleep a turn answering outsiders may take (README: Social relay)
 MAX_MESSAGE_CHARS = 64_000
 HEARTBEAT_PING_KEY = "last_heartbeat_ping"
 START_TIME_KEY = "start_time"
@@ -53,6 +54,8 @@ def _uptime_s(ctx: ToolContext) -> int | None:
 def run_sleep(ctx: ToolContext, args: dict[str, Any]) -> str:
     loop = need(ctx, "loop")
     seconds, reason = args["duration_seconds"], (args.get("reason") or "").strip() or "no reason given"
+    if ctx.authority == "external" and seconds > OUTSIDERS_SLEEP_S:  # a stranger does not put the agent's work off
+        seconds = OUTSIDERS_SLEEP_S
     loop.request_sleep(seconds, reason)
     return (f"Going to sleep for {seconds} s when this turn ends ({reason}). "
             "The heartbeat keeps running while you sleep.")
