@@ -271,7 +271,7 @@ def test_a_goal_done_by_the_agent_and_its_child_only_the_childs_signed_report_co
                  openai_answer(None, [call("assign_task", task_id=check, child_id="kid1")]), openai_answer("waiting"))
     agent.loop.run_cycle("work")
     [given] = [m for m in relay.log if m["to"] == child.lower()]
-    assert f"answer me with exactly: task done {check}:" in given["content"]
+    assert f"answer me with exactly: task done {check} try 1: <what came of it>" in given["content"]
     assert get_task(agent.db, check).status == "assigned" and get_task(agent.db, check).assigned_to == child.lower()
 
     stranger = bytes.fromhex("5e" * 32)

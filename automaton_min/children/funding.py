@@ -1,6 +1,7 @@
 """Funding a child: credits to its verified wallet through the one money-out path, with every treasury limit
 (README: Children). Each funding is named before it is sent (KV ``child_funding.<id>``), so a parent killed while
-the transfer was on its way sends the same request again, under the same Idempotency-Key, and never pays twice."""
+the transfer was on its way sends the same request again, under the same Idempotency-Key, and never pays twice; the
+name ends in the transaction that records the funding, so one recorded is never sent or recorded again."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ from automaton_min.crashpoint import crash_point
 from automaton_min.errors import UserError
 from automaton_min.fileio import held_exclusively
 from automaton_min.ids import new_ulid
-from automaton_min.store.children import FUNDABLE, Child, get_child
+from automaton_min.store.children import FUNDABLE, FUNDING_PREFIX, Child, get_child
 from automaton_min.store.kv import delete_value, get_value, set_value
 
 if TYPE_CHECKING:
     from automaton_min.conway.client import ConwayClient, TransferResult
     from automaton_min.store.sqlite import Database
     from automaton_min.treasury.spend import SpendTracker
-
-PENDING_PREFIX = "child_funding."
 
 
 def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], config: Any, *, child_id: str,
@@ -42,7 +41,7 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
                             "sent now instead; this one was not: ask again if the child needs more")
         key = f"fund-{child.id}-{new_ulid(now_ms)}"
         with db.transaction(durable=True):
-            set_value(db, PENDING_PREFIX + child.id, key, now_ms)
+            set_value(db, FUNDING_PREFIX + child.id, key, now_ms)
         crash_point("child.funding_named")
         try:
             result = transfer_to_child(db, client, policy, child=child.address, amount_cents=amount_cents, note=note,
@@ -55,7 +54,7 @@ def fund_child(db: "Database", client: "ConwayClient", policy: Mapping[str, Any]
         except TransferRefused:
             _forget(db, child.id)
             raise
-        _forget(db, child.id)
+        crash_point("child.funding_recorded")  # its record ended its name: nothing is left to send again
         return result
 
 
@@ -74,7 +73,7 @@ def _finish(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], c
     from automaton_min.treasury.money_out import TransferRefused, transfer_to_child
     from automaton_min.treasury.payees import known_payees
 
-    key = get_value(db, PENDING_PREFIX + child.id)
+    key = get_value(db, FUNDING_PREFIX + child.id)
     if not key:
         return None
     row = db.query_one("SELECT amount_cents FROM spend_tracking WHERE id = ?", (key,))
@@ -88,7 +87,6 @@ def _finish(db: "Database", client: "ConwayClient", policy: Mapping[str, Any], c
     except TransferRefused:
         _forget(db, child.id)
         raise
-    _forget(db, child.id)
     return result
 
 
@@ -110,4 +108,4 @@ def _fundable(db: "Database", child_id: str) -> Child:
 
 def _forget(db: "Database", child_id: str) -> None:
     with db.transaction():
-        delete_value(db, PENDING_PREFIX + child_id)
+        delete_value(db, FUNDING_PREFIX + child_id)

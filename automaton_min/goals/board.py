@@ -8,35 +8,47 @@ from typing import TYPE_CHECKING
 from automaton_min.errors import UserError
 from automaton_min.goals.events import record_event
 from automaton_min.goals.plan import PlannedTask, store_plan
-from automaton_min.store.goals import TASK_DONE, Goal, Task, get_goal, get_task, goals, insert_goal, move_goal, \
-    move_task, tasks_of
+from automaton_min.store.goals import TASK_DONE, Goal, Task, created_since, get_goal, get_task, goals, insert_goal, \
+    move_goal, move_task, tasks_of
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
 
 TITLE_LIMIT, TEXT_LIMIT = 200, 4_000
 OPEN_TASK = ("pending", "assigned", "running", "blocked")
+GOALS_PER_HOUR = 20  # goals set in any hour, counted from the goals; one of the creator's is never refused
+HOUR_MS = 3_600_000
 
 
 class Blocked(UserError):
     """A goal is active already: one at a time (the loop backs off, README: Goals)."""
 
 
+def room_for_goal(db: "Database", *, origin: str, now_ms: int) -> None:
+    """``Blocked`` while a goal is active; ``UserError`` when ``GOALS_PER_HOUR`` goals were set in the last hour and
+    ``origin`` is not the creator."""
+    active = goals(db, status="active", limit=1)
+    if active:
+        raise Blocked(f"goal {active[0].title!r} is active; finish its tasks or cancel_goal it first")
+    count = created_since(db, now_ms - HOUR_MS)
+    if origin != "creator" and count >= GOALS_PER_HOUR:
+        raise UserError(f"{count} goals were set in the last hour, the most there may be ({GOALS_PER_HOUR}); plan "
+                        "fewer, larger goals and try again within the hour")
+
+
 def create_goal(db: "Database", title: str, description: str | None, *, strategy: str | None = None,
                 deadline: str | None = None, actor: str, now_ms: int, origin: str = "agent",
                 plan: list[PlannedTask] | None = None) -> Goal:
     """A new active goal with its checked ``plan`` (both or neither); ``Blocked`` while another is active,
-    ``UserError`` for a title like one already active or paused, or one too long or not one line. ``origin``: the
-    authority that set it (an ``external`` goal spends nothing)."""
+    ``UserError`` for a title like one already active or paused, one too long or not one line, or too many goals this
+    hour (``room_for_goal``). ``origin``: the authority that set it (an ``external`` goal spends nothing)."""
     title, description = (title or "").strip(), (description or "").strip() or None
     if not title or len(title) > TITLE_LIMIT or (description and len(description) > TEXT_LIMIT):
         raise UserError(f"title: 1 to {TITLE_LIMIT} characters; description: at most {TEXT_LIMIT}")
     if not title.isprintable():
         raise UserError("title: one line of text (no line breaks or control characters)")
     with db.transaction():
-        active = goals(db, status="active", limit=1)
-        if active:
-            raise Blocked(f"goal {active[0].title!r} is active; finish its tasks or cancel_goal it first")
+        room_for_goal(db, origin=origin, now_ms=now_ms)
         lowered = title.lower()
         for other in goals(db, status="paused"):
             if lowered in other.title.lower() or other.title.lower() in lowered:

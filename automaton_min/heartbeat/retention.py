@@ -92,6 +92,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
     from automaton_min.store.inbox import prune_processed
     from automaton_min.store.modifications import KEEP as MODIFICATIONS_KEPT
     from automaton_min.goals.events import KEEP as EVENTS_KEPT
+    from automaton_min.store.goals import prune_ended
     from automaton_min.store.turns import prune_turns
     from automaton_min.treasury.ledger import prune_resolved
     from automaton_min.treasury.spend import SpendTracker
@@ -133,6 +134,7 @@ def prune_all(db: "Database", config: "Config", now_ms: int, *, stop: Any = None
         "turns": turns_step,
         "modifications": lambda: _keep_newest(db, "modifications", "id", MODIFICATIONS_KEPT),
         "event_stream": lambda: _keep_newest(db, "event_stream", "created_at, id", EVENTS_KEPT),
+        "goals": lambda: prune_ended(db, batch=BATCH),
         "failed_turns": lambda: _delete_batch(db, "failed_turns", "id", "timestamp < ?",
                                               (to_iso(older("failed_turns")),)),
     }

@@ -87,15 +87,16 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
 
 
 def task_reports(ctx: TaskContext, stored: list) -> list[str]:
-    """A child's signed "task done <id>: ..." completes the task given to it (goals/delegate.py); others change
-    nothing."""
+    """A child's signed "task done <id> try <n>: ..." completes the try of the task given to it
+    (goals/delegate.py); others change nothing."""
     from automaton_min.goals.delegate import take_report
     from automaton_min.store.inbox import get_message
 
     lines = []
     for accepted in stored:
         message = get_message(ctx.db, accepted.id)
-        line = take_report(ctx.db, message.id, accepted.signed_by, message.content, ctx.now()) if message else None
+        line = take_report(ctx.db, message.id, accepted.signed_by, message.content, ctx.now(),
+                           signed_at=accepted.signed_at) if message else None
         lines += [line] if line else []
     return lines
 

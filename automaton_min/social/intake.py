@@ -49,6 +49,7 @@ class Accepted:
     signed_by: str | None
     creator: bool
     note: str | None = None  # what an approval command in the message did
+    signed_at: str | None = None  # the signed time the signature was verified over; None: unsigned
 
 
 @dataclass
@@ -193,7 +194,7 @@ def _store(db: "Database", message: dict[str, Any], verified: _Verified, creator
             note = payees.apply_command(db, command, message_id=ident, now_ms=now_ms)
         db.execute("UPDATE inbox_messages SET content = content || ? WHERE id = ?",
                    (f"\n[automaton-min: {note}]", ident))
-    return Accepted(ident, sender, verified.signer, creator, note)
+    return Accepted(ident, sender, verified.signer, creator, note, verified.signed_at or None)
 
 
 def _count_drops(db: "Database", dropped: dict[str, int], now_ms: int) -> None:

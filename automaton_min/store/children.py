@@ -36,6 +36,7 @@ NEXT: dict[str, tuple[str, ...]] = {
     "cleaned_up": (),
 }
 assert set(NEXT) == set(STATES)
+FUNDING_PREFIX = "child_funding."  # kv: child_funding.<child id> names a funding on its way (children/funding.py)
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS children (
@@ -161,11 +162,15 @@ def insert_event(db: "Database", child_id: str, from_state: str | None, to_state
                                                 orjson.dumps(metadata).decode(), to_iso(now_ms)))
 
 
-def record_funding(db: "Database", address: str, cents: int, why: str, now_ms: int) -> None:
+def record_funding(db: "Database", address: str, cents: int, why: str, now_ms: int, *,
+                   name: str | None = None) -> None:
     """Credits reached the child with this wallet (inside the caller's transaction): its ``funded_amount_cents``
-    grows, and a child not funded before moves from ``wallet_verified`` to ``funded``."""
+    grows, and a child not funded before moves from ``wallet_verified`` to ``funded``. ``name``: the transfer's
+    Idempotency-Key; a funding of that name ends with its record, so a restart never sends or records it again."""
     from automaton_min.store.sqlite import table_exists
 
+    if name:
+        db.execute("DELETE FROM kv WHERE key GLOB ? AND value = ?", (FUNDING_PREFIX + "*", name))
     if not table_exists(db, "children"):
         return
     for child_id, status in db.query("SELECT id, status FROM children WHERE address != '' AND lower(address) = ? "

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 GOAL_STATES = ("active", "completed", "failed", "paused")
 TASK_STATES = ("pending", "assigned", "running", "completed", "failed", "blocked", "cancelled")
 TASK_DONE = ("completed", "failed", "cancelled")
+ENDED_KEPT = 200  # ended goals kept, with their tasks (retention); active and paused ones always stay
 
 TABLES = f"""
 CREATE TABLE IF NOT EXISTS goals (
@@ -200,6 +201,27 @@ def move_task(db: "Database", task_id: str, from_states: tuple[str, ...], to_sta
     db.execute(f"UPDATE task_graph SET {sets} WHERE id = ? AND status IN ({', '.join('?' * len(from_states))})",
                (to_state, *columns.values(), task_id, *from_states))
     return db.connection.changes() == 1
+
+
+def created_since(db: "Database", since_ms: int) -> int:
+    """Goals set at or after ``since_ms``, whatever became of them."""
+    return int(db.scalar("SELECT COUNT(*) FROM goals WHERE created_at >= ?", (to_iso(since_ms),), default=0))
+
+
+def prune_ended(db: "Database", keep: int = ENDED_KEPT, batch: int = 500) -> int:
+    """Retention: one batch of the oldest ended goals beyond the newest ``keep``, deleted with their tasks; how many
+    goals went."""
+    excess = int(db.scalar("SELECT COUNT(*) FROM goals WHERE status IN ('completed', 'failed')", default=0)) - keep
+    if excess <= 0:
+        return 0
+    with db.transaction():
+        old = orjson.dumps([row[0] for row in db.query(
+            "SELECT id FROM goals WHERE status IN ('completed', 'failed') ORDER BY created_at, id LIMIT ?",
+            (min(batch, excess),))]).decode()
+        for table in ("task_graph", "goal_origins", "goals"):
+            column = "id" if table == "goals" else "goal_id"
+            db.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))", (old,))
+        return db.connection.changes()
 
 
 def active_progress(db: "Database") -> dict[str, Any] | None:

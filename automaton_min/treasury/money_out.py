@@ -237,7 +237,8 @@ def transfer_credits(db: "Database", client: "ConwayClient", policy: Mapping[str
                    " VALUES (?, 'transfer_out', ?, ?, ?, ?)",
                    (new_ulid(now_ms), amount_cents, result.balance_after_cents,
                     f"credits to {to_address} ({result.status}{ident})", to_iso(now_ms)))
-        record_funding(db, to_address, amount_cents, f"{amount_cents} cents sent ({result.status}{ident})", now_ms)
+        record_funding(db, to_address, amount_cents, f"{amount_cents} cents sent ({result.status}{ident})", now_ms,
+                       name=idempotency_key)
     return result
 
 

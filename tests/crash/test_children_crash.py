@@ -52,7 +52,8 @@ with open_database(Path(home) / "state.db") as db:
 """ % (PARENT, FUNDING)
 
 POINTS = ["child.requested", "child.sandbox_created", "child.runtime_installed", "child.wallet_made",
-          "child.funding_named", "transfer.answered"]
+          "child.funding_named", "transfer.answered",
+          "child.funding_recorded"]
 
 
 def run_parent(home, api, releases, version, crash_at: str | None) -> subprocess.CompletedProcess:
@@ -85,8 +86,11 @@ def test_a_parent_killed_at_a_step_resumes_with_one_sandbox_and_one_funding(poin
             steps = db.query("SELECT from_state, to_state FROM child_lifecycle_events WHERE child_id = 'kid1' "
                              "ORDER BY created_at, id")
             spent = db.scalar("SELECT COALESCE(SUM(amount_cents), 0) FROM spend_tracking WHERE category = 'transfer'")
+            ledger = db.query("SELECT amount_cents FROM transactions WHERE type = 'transfer_out'")
+            waiting = db.query("SELECT key FROM kv WHERE key GLOB 'child_funding.*'")
         assert api.credited == {address.lower(): FUNDING} and api.balance_cents == 10_000 - FUNDING
         assert funded == FUNDING and spent == FUNDING
+        assert ledger == [(FUNDING,)] and waiting == []  # recorded once, and nothing left on its way
         assert [to for _, to in steps] == ["requested", "sandbox_created", "runtime_ready", "wallet_verified", "funded"]
         assert all(to in NEXT[frm] for frm, to in steps[1:])
 

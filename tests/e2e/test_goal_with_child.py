@@ -21,13 +21,14 @@ PLAN = [{"title": "Write the poem"}, {"title": "Check the rhymes"},
 
 
 def child_reports(parent_address: str):
-    """The child's model: a task from its parent is reported done, once; otherwise it sleeps."""
+    """The child's model: a task from its parent is reported done as the message says (naming its try), once;
+    otherwise it sleeps."""
     def answer(body: dict) -> dict:
         said = json.dumps(body.get("messages", []))
-        given = re.findall(r"task done ([A-Za-z0-9_-]+): <what came of it>", said)
-        if given and f"task done {given[-1]}: rhymes checked" not in said:
+        given = re.findall(r"(task done [A-Za-z0-9_-]+ try \d+): <what came of it>", said)
+        if given and f"{given[-1]}: rhymes checked" not in said:
             return openai_answer(None, [call("send_message", to_address=parent_address,
-                                             content=f"task done {given[-1]}: rhymes checked")])
+                                             content=f"{given[-1]}: rhymes checked")])
         return openai_answer("resting", [call("sleep", duration_seconds=3600, reason="nothing to do")])
     return answer
 

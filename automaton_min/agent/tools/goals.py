@@ -9,7 +9,7 @@ from typing import Any
 from automaton_min.agent.tools.base import ToolContext, ToolFailure
 from automaton_min.agent.tools.loop_control import tool_family
 from automaton_min.errors import AutomatonError, UserError
-from automaton_min.goals.plan import MAX_COST_CENTS, MAX_TIMEOUT_MS
+from automaton_min.goals.plan import MAX_COST_CENTS, MAX_TASKS, MAX_TIMEOUT_MS
 
 BACKOFF_KEY = "blocked_goal_backoff"  # ms, as text
 BACKOFF_TURN_KEY = "blocked_goal_backoff_turn"  # the turn that last doubled it
@@ -25,12 +25,12 @@ def _actor(ctx: ToolContext) -> str:
 
 
 def run_create_goal(ctx: ToolContext, args: dict[str, Any]) -> str:
-    from automaton_min.goals.board import Blocked, create_goal
+    from automaton_min.goals.board import Blocked, create_goal, room_for_goal
     from automaton_min.goals.plan import check_plan
     from automaton_min.store.kv import delete_value
 
     try:
-        _no_goal_active(ctx)
+        room_for_goal(ctx.db, origin=ctx.authority, now_ms=ctx.now())  # before any planning: no model call spent
         planned = check_plan(args["tasks"]) if "tasks" in args else _planned(ctx, args)
         goal = create_goal(ctx.db, args["title"], args.get("description"), strategy=args.get("strategy"),
                            actor=_actor(ctx), now_ms=ctx.now(), origin=ctx.authority, plan=planned)
@@ -66,16 +66,6 @@ def _doubled(ctx: ToolContext) -> int:
             set_value(ctx.db, BACKOFF_KEY, str(wait_ms), ctx.now())
             set_value(ctx.db, BACKOFF_TURN_KEY, ctx.turn_id or "", ctx.now())
     return wait_ms
-
-
-def _no_goal_active(ctx: ToolContext) -> None:
-    """``Blocked`` before any planning: a blocked create_goal costs no model call."""
-    from automaton_min.goals.board import Blocked
-    from automaton_min.store.goals import goals
-
-    active = goals(ctx.db, status="active", limit=1)
-    if active:
-        raise Blocked(f"goal {active[0].title!r} is active; finish its tasks or cancel_goal it first")
 
 
 def _planned(ctx: ToolContext, args: dict[str, Any]):
@@ -166,7 +156,7 @@ def run_complete_task(ctx: ToolContext, args: dict[str, Any]) -> str:
 def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
     from automaton_min.agent.tools.loop_control import need
     from automaton_min.goals.board import waiting_on
-    from automaton_min.goals.delegate import assign, assignment_text
+    from automaton_min.goals.delegate import assign, assignment_text, try_number
     from automaton_min.store.children import FUNDABLE, get_child
     from automaton_min.store.goals import get_task
 
@@ -188,14 +178,14 @@ def run_assign_task(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolFailure(f"task not given: {exc}") from None
     if not assign(ctx.db, task.id, child.address, actor=_actor(ctx), now_ms=ctx.now()):
         raise ToolFailure(f"task {task.title!r} was taken meanwhile; get_plan shows it")
-    return (f"Task {task.title!r} given to {child.name}; it completes when {child.name} reports it done "
-            f"(within {task.timeout_ms // 1000} s, or it is tried again).")
+    return (f"Task {task.title!r} (try {try_number(task)}) given to {child.name}; it completes when {child.name} "
+            f"reports this try done (within {task.timeout_ms // 1000} s, or it is tried again).")
 
 
 TASK_ITEM = {"type": "object", "additionalProperties": False, "required": ["title"], "properties": {
     "title": {"type": "string", "minLength": 1, "maxLength": 200},
     "description": {"type": "string", "maxLength": 4000},
-    "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": 12,
+    "depends_on": {"type": "array", "items": {"type": "integer"}, "maxItems": MAX_TASKS,
                    "description": "Numbers (from 1) of the tasks this one waits for"},
     "priority": {"type": "integer", "minimum": 0, "maximum": 100},
     "estimated_cost_cents": {"type": "integer", "minimum": 0, "maximum": MAX_COST_CENTS},
@@ -212,7 +202,7 @@ TOOLS = (
           {"title": {"type": "string", "minLength": 1, "maxLength": 200, "description": "What to achieve"},
            "description": {"type": "string", "maxLength": 4000, "description": "Why, and what done looks like"},
            "strategy": {"type": "string", "maxLength": 1000, "description": "How you mean to go about it"},
-           "tasks": {"type": "array", "items": TASK_ITEM, "minItems": 1, "maxItems": 12,
+           "tasks": {"type": "array", "items": TASK_ITEM, "minItems": 1, "maxItems": MAX_TASKS,
                      "description": "The plan: small steps, in order"}},
           ["title"], run_create_goal, risk="caution"),
     _tool("list_goals", "List your goals, newest first.",
