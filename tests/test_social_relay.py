@@ -18,7 +18,8 @@ from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.social import approvals, sent_log
 from automaton_min.social.intake import CURSOR_KEY, dropped_counts, ingest
-from automaton_min.social.protocol import poll_canonical, send_canonical, sign_poll, sign_send
+from automaton_min.social.protocol import (ACCEPT_WINDOW_MS, MAX_FUTURE_SKEW_MS, poll_canonical, send_canonical,
+                                           sign_poll, sign_send)
 from automaton_min.social.relay import OutboundLimited, OutboundLimiter, PollResult, RelayClient, check_relay_url
 from automaton_min.heartbeat.social_inbox import BACKOFF_KEY, check_social_inbox
 from automaton_min.store import inbox
@@ -185,8 +186,8 @@ def test_forged_stale_replayed_and_oversize_messages_are_dropped_and_counted(rel
     relay.inject({**forged, "from": CREATOR.lower()})                                            # bad_signature
     relay.inject({**relay.signed_message(CREATOR_KEY, CREATOR, AGENT, "x"), "content": "changed"})  # bad_signature
     relay.inject({**relay.signed_message(CREATOR_KEY, CREATOR, AGENT, "y"), "signature": "0xzz"})   # bad_signature
-    from_creator(relay, "old", signed_at_ms=clock() - 5 * 60_000 - 1)                           # stale
-    from_creator(relay, "from the future", signed_at_ms=clock() + 60_001)                        # stale
+    from_creator(relay, "old", signed_at_ms=clock() - ACCEPT_WINDOW_MS - 1)                     # stale
+    from_creator(relay, "from the future", signed_at_ms=clock() + MAX_FUTURE_SKEW_MS + 1)        # future
     relay.inject({k: v for k, v in good.items()})                                                # replay: same id
     relay.inject({k: v for k, v in good.items() if k != "id"})                                    # replay: same signature
     r, s, v = int(good["signature"][2:66], 16), int(good["signature"][66:130], 16), int(good["signature"][130:], 16)
@@ -195,10 +196,11 @@ def test_forged_stale_replayed_and_oversize_messages_are_dropped_and_counted(rel
     from_creator(relay, "x" * 64_001)                                                            # oversize
     from_creator(relay, "small", padding="p" * 128_000)                                          # oversize (whole)
     relay.inject({"from": "not-an-address", "content": "?"})                                     # malformed
-    from_creator(relay, "just inside", signed_at_ms=clock() - 5 * 60_000)
+    from_creator(relay, "just inside", signed_at_ms=clock() - ACCEPT_WINDOW_MS)
+    from_creator(relay, "just ahead", signed_at_ms=clock() + MAX_FUTURE_SKEW_MS)
     report = poll_into(db, agent, clock)
-    assert [inbox.get_message(db, m.id).raw_content for m in report.stored] == ["first", "just inside"]
-    expected = {"bad_signature": 3, "stale": 2, "replay": 3, "oversize": 2, "malformed": 1}
+    assert [inbox.get_message(db, m.id).raw_content for m in report.stored] == ["first", "just inside", "just ahead"]
+    expected = {"bad_signature": 3, "stale": 1, "future": 1, "replay": 3, "oversize": 2, "malformed": 1}
     assert report.dropped == expected and dropped_counts(db) == expected
     relay.inject({k: v for k, v in good.items()})  # delivered again in a later poll: still a replay, counted on
     assert poll_into(db, agent, clock).dropped == {"replay": 1} and dropped_counts(db)["replay"] == 4

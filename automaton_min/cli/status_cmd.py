@@ -19,6 +19,15 @@ def format_usdc(atomic: int) -> str:
     return render(atomic)
 
 
+def _refused(refused: list[dict]) -> str | None:
+    """The latest refusal of a genuine signer's message for its signed time, and how many are kept."""
+    if not refused:
+        return None
+    last = refused[-1]
+    more = f" ({len(refused)} kept)" if len(refused) > 1 else ""
+    return f"{last.get('reason')}: {last.get('id')} from {last.get('from')} signed {last.get('signedAt')}{more}"
+
+
 def _run_text(info: dict) -> str:
     if not info["running"]:
         return "stopped"
@@ -174,6 +183,9 @@ def command(ctx: click.Context, as_json: bool) -> None:
         *((("", _approval_hint(info)),) if info["pendingApprovals"] else ()),
         ("payees", _payees(info["knownPayees"])),
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
+        ("relay refused", _refused(info["relayRefused"])),
+        ("clock", "trusted: " + info["clock"]["why"] if info["clock"]["trusted"]
+         else "NOT trusted: " + info["clock"]["why"]),
         ("heartbeat", _heartbeat(info["heartbeat"])),
         ("remote parts", _parts(info["parts"])),
         *((("", with_home(hint, ctx)),) if (hint := turn_off_hint(info["parts"])) else ()),

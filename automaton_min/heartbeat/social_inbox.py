@@ -17,17 +17,21 @@ from automaton_min.net.resilient import CircuitOpenError
 from automaton_min.log import get_logger
 from automaton_min.social import approvals
 from automaton_min.social.intake import authority_for, ingest, saved_cursor
+from automaton_min.social.protocol import ACCEPT_WINDOW_MS, MAX_FUTURE_SKEW_MS
 from automaton_min.social.relay import POLL_LIMIT
 from automaton_min.store.kv import delete_value, get_value, json_object, set_value
 
 if TYPE_CHECKING:
-    from automaton_min.social.intake import IntakeReport
+    from automaton_min.social.intake import IntakeReport, Refused
 
 log = get_logger(__name__)
 
 POLL_INTERVAL_KEY = "socialPollIntervalSeconds"
 DEFAULT_POLL_INTERVAL_S = 120
 BACKOFF_KEY = "social_poll_backoff"
+CLOCK_KEY = "social_clock_untrusted"  # why the relay waits for the clock, while it does (status, doctor)
+TOLD_KEY = "social_refusals_told"  # signer -> when it was last told a message of its was refused
+TELL_EVERY_MS = 3_600_000
 BACKOFF_BASE_MS = 60_000
 BACKOFF_MAX_MS = 30 * 60_000
 MAX_PAGES = 5
@@ -52,14 +56,25 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
     backoff = _backoff(ctx)
     if isinstance(backoff.get("untilMs"), int) and now_ms < backoff["untilMs"]:
         return TaskResult(f"relay poll skipped: backing off until {to_iso(backoff['untilMs'])}")
+    clock = ctx.clock_trust.reading(ctx.db, now_ms)
+    if not clock.trusted:  # no signed time is judged against a clock that may be wrong: the messages wait
+        if get_value(ctx.db, CLOCK_KEY) != clock.why:
+            set_value(ctx.db, CLOCK_KEY, clock.why, now_ms)
+            log.warning("the relay waits: the clock is not trusted", extra={"clock": clock.why})
+        return TaskResult(f"relay poll waits: {clock.why}")
+    if get_value(ctx.db, CLOCK_KEY) is not None:
+        delete_value(ctx.db, CLOCK_KEY)
+        log.info("the clock is trusted again; polling the relay", extra={"clock": clock.why})
+    ctx.clock_trust.note(ctx.db, now_ms)
     creator = ctx.config.get("creatorAddress") if ctx.config is not None else None
-    stored, dropped = [], 0
+    stored, dropped, refused = [], 0, []
     try:
         for _ in range(MAX_PAGES):
             result = ctx.relay.poll(saved_cursor(ctx.db), POLL_LIMIT)
             report: IntakeReport = ingest(ctx.db, result, self_address=ctx.wallet_address, creator_address=creator,
                                           now_ms=ctx.now())
             stored += report.stored
+            refused += report.refused
             dropped += sum(report.dropped.values())
             if len(result.messages) < POLL_LIMIT or not result.next_cursor:
                 break
@@ -79,11 +94,42 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
         log.info("relay answers again", extra={"failures": backoff.get("failures")})
     outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
     outcomes += task_reports(ctx, stored)
+    tell_refused(ctx, refused)
     summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
     if not stored and not outcomes:
         return TaskResult(summary, reached=("relay",))
     return TaskResult(summary, wake=wake_reason(stored, creator, outcomes),
                       wake_payload={"source": "social", "messageIds": [m.id for m in stored]}, reached=("relay",))
+
+
+def tell_refused(ctx: TaskContext, refused: list["Refused"]) -> None:
+    """A signed reply to each genuine signer whose message was refused for its time, at most one an hour each:
+    a creator learns where an order went, and a replaying relay cannot make the agent talk much."""
+    told = json_object(get_value(ctx.db, TOLD_KEY))
+    now_ms = ctx.now()
+    told = {k: v for k, v in told.items() if isinstance(v, int) and v > now_ms - TELL_EVERY_MS}
+    for refusal in refused:
+        if refusal.signer in told:
+            continue
+        told[refusal.signer] = now_ms
+        try:
+            ctx.relay.send(refusal.signer, refusal_notice(refusal, now_ms), reply_to=refusal.id, db=ctx.db)
+        except RuntimeFailure as exc:  # unreachable, refused or over the outbound limit: the record stays
+            log.warning("could not tell a sender its message was refused", extra={"error": str(exc)[:200]})
+            continue
+        log.info("told a sender its message was refused", extra={"to": refusal.signer, "reason": refusal.reason})
+    set_value(ctx.db, TOLD_KEY, orjson.dumps(told).decode(), now_ms)
+
+
+def refusal_notice(refusal: "Refused", now_ms: int) -> str:
+    when = refusal.signed_at[:40]
+    if refusal.reason == "future":
+        why = (f"it is signed at {when}, more than {MAX_FUTURE_SKEW_MS // 60_000} minutes ahead of my clock "
+               f"({to_iso(now_ms)}); check your clock and send it again")
+    else:
+        why = (f"it is signed at {when}, more than {ACCEPT_WINDOW_MS // 86_400_000} days before my clock "
+               f"({to_iso(now_ms)}); an old signed message is not taken again. Send it anew if you still mean it")
+    return f"automaton-min: your message {refusal.id[:80]} was not taken: {why}."
 
 
 def task_reports(ctx: TaskContext, stored: list) -> list[str]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.errors import RuntimeFailure
 from automaton_min.heartbeat.parts import describe
+from automaton_min.observe.clock_trust import ClockTrust
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -56,6 +57,7 @@ class TaskContext:
     stop: Any = None  # threading.Event set when the daemon stops: long tasks check it and return early
     usdc_balance: Callable[[], int] | None = None  # the wallet's USDC (atomic units), read from the chain
     topup: Callable[[int, int], Any] | None = None  # (credits_cents, usdc_atomic) -> conway.topup.bootstrap_topup
+    clock_trust: ClockTrust = field(default_factory=ClockTrust)  # asked before any signed time is judged
 
 
 TaskFunction = Callable[[TaskContext], TaskResult]

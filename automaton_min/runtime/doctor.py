@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from automaton_min.chain.wallet import load_wallet
+from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.conway.sandbox import is_local_sandbox_id
 from automaton_min.errors import AutomatonError
 from automaton_min.runtime.check import Check
 from automaton_min.fileio import file_mode
 from automaton_min.home import Home
+from automaton_min.observe.clock_trust import ClockTrust
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.migrations import current_version, latest_version
@@ -111,6 +113,8 @@ def _database_checks(home: Home, config: Config | None, wallet_address: str | No
             checks.append(Check("identity", False,
                                 f"state.db belongs to {recorded}, wallet.json holds {wallet_address}",
                                 "use the wallet.json this state.db was created with"))
+        clock = ClockTrust().reading(db, system_now())  # signed times are judged against it (README: Social relay)
+        checks.append(Check("clock", clock.trusted, clock.why))
     return checks
 
 

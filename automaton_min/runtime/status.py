@@ -11,12 +11,14 @@ from automaton_min.agent.tools.jobs import JOBS_KEY
 from automaton_min.clock import system_now
 from automaton_min.config import Config, db_path, load_config
 from automaton_min.home import Home
+from automaton_min.observe.clock_trust import ClockTrust
 from automaton_min.heartbeat.report_task import latest_alerts
 from automaton_min.runtime.activity import endings_of
 from automaton_min.heartbeat.parts import stored_states
 from automaton_min.runtime.run_lock import run_holder
 from automaton_min.social.approvals import pending as pending_approvals
 from automaton_min.social.distress import DISTRESS_KEY
+from automaton_min.social.intake import refusals
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.children.ready import spawn_blocker
@@ -114,6 +116,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         approvals = pending_approvals(db, system_now())  # transfers waiting for the creator's signed approval
         payees = known_payees(db, config)
         relay_dropped = json_object(get_value(db, "social_dropped"))  # social.intake.DROPPED_KEY
+        relay_refused = refusals(db)  # genuine signers' messages refused for their signed time
+        clock = ClockTrust().reading(db, system_now())
         heartbeat = heartbeat_summary(db)
         parts = stored_states(db, config)  # off by the config; unreachable as the agent last found them
         recent = turn_summaries(db)
@@ -149,6 +153,8 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "knownPayees": {"creator": payees.creator, "configured": sorted(payees.configured),
                         "addedByCreator": sorted(payees.added)},
         "relayDropped": {k: v for k, v in relay_dropped.items() if isinstance(v, int)},
+        "relayRefused": relay_refused,
+        "clock": {"trusted": clock.trusted, "why": clock.why},
         "turns": turns,
         "lastTurnAt": last_turn,
         "recentTurns": recent,

@@ -3,8 +3,10 @@
 README (Social relay: intake, authority, creator approvals) gives the checks in order and what a verified creator
 message may decide. ``malformed`` is a missing id, a sender that is not an address, content that is not text, or a
 lone surrogate in any field. A signed message is known by its canonical string's keccak, so a re-encoded signature
-is still a replay. Approval and payee commands are decided in the intake's transaction, and the cursor is written
-last in it: it never moves past a message that was not stored.
+is still a replay. A signed message is fresh while its signed time lies within ``ACCEPT_WINDOW_MS`` before the
+agent's clock and ``MAX_FUTURE_SKEW_MS`` after it; the relay's ``createdAt`` is nobody's signature and counts for
+nothing. Replay keys outlive the window, so no expiry reopens one. Approval and payee commands are decided in the
+intake's transaction, and the cursor is written last in it: it never moves past a message that was not stored.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from automaton_min.clock import from_iso, to_iso
 from automaton_min.social import approvals
 from automaton_min.social.protocol import (
     MAX_CONTENT_CHARS,
+    ACCEPT_WINDOW_MS,
     MAX_FUTURE_SKEW_MS,
     MAX_MESSAGE_CHARS,
-    REPLAY_WINDOW_MS,
     recover_send_signer,
     signed_digest,
 )
@@ -37,9 +39,12 @@ if TYPE_CHECKING:
 CURSOR_KEY = "social_inbox_cursor"
 DROPPED_KEY = "social_dropped"
 DEDUP_TASK = "check_social_inbox"
-REPLAY_KEY_TTL_MS = 30 * 86_400_000
+REFUSED_KEY = "social_refused"
+REPLAY_KEY_TTL_MS = ACCEPT_WINDOW_MS + MAX_FUTURE_SKEW_MS + 86_400_000  # longer than any message stays fresh
 MAX_ID_CHARS = 200
-DROP_REASONS = ("malformed", "oversize", "wrong_recipient", "replay", "bad_signature", "stale")
+REFUSALS_KEPT = 20
+DROP_REASONS = ("malformed", "oversize", "wrong_recipient", "replay", "bad_signature", "stale", "future")
+UNTIMELY = ("stale", "future")  # a genuine signer's message refused for its time: recorded, and the signer told
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,21 @@ class Accepted:
     signed_by: str | None
     creator: bool
     note: str | None = None  # what an approval command in the message did
-    signed_at: str | None = None  # the signed time the signature was verified over; None: unsigned
+    signed_at: str | None = None  # the verified signed time (None: unsigned)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A message with a verified signature refused for its signed time (``stale`` or ``future``)."""
+
+    id: str
+    signer: str
+    signed_at: str
+    reason: str
+
+    def as_dict(self, now_ms: int) -> dict[str, str]:
+        return {"id": self.id, "from": self.signer, "signedAt": self.signed_at, "reason": self.reason,
+                "at": to_iso(now_ms)}
 
 
 @dataclass
@@ -57,6 +76,7 @@ class IntakeReport:
     stored: list[Accepted] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     cursor: str | None = None
+    refused: list[Refused] = field(default_factory=list)
 
 
 def authority_for(signed_by: str | None, creator_address: str | None) -> str:
@@ -73,12 +93,17 @@ def ingest(db: "Database", result: "PollResult", *, self_address: str, creator_a
     with db.transaction():
         for message in result.messages:
             verdict = _check(db, message, self_address.lower(), now_ms)
+            if isinstance(verdict, Refused):
+                report.refused.append(verdict)
+                verdict = verdict.reason
             if isinstance(verdict, str):
                 report.dropped[verdict] = report.dropped.get(verdict, 0) + 1
                 continue
             report.stored.append(_store(db, message, verdict, creator_address, now_ms))
         if report.dropped:
             _count_drops(db, report.dropped, now_ms)
+        if report.refused:
+            _record_refusals(db, report.refused, now_ms)
         _expire_keys(db, now_ms)
         if result.next_cursor and result.next_cursor != get_value(db, CURSOR_KEY):  # an idle poll writes nothing
             set_value(db, CURSOR_KEY, result.next_cursor, now_ms)
@@ -88,6 +113,15 @@ def ingest(db: "Database", result: "PollResult", *, self_address: str, creator_a
 
 def saved_cursor(db: "Database") -> str | None:
     return get_value(db, CURSOR_KEY)
+
+
+def refusals(db: "Database") -> list[dict[str, str]]:
+    """The latest messages refused for their signed time, newest last."""
+    try:
+        value = orjson.loads(get_value(db, REFUSED_KEY) or "[]")
+    except orjson.JSONDecodeError:
+        return []
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
 
 
 def dropped_counts(db: "Database") -> dict[str, int]:
@@ -120,8 +154,9 @@ def _text(message: dict[str, Any], *names: str) -> str | None:
     return None
 
 
-def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: int) -> "_Verified | str":
-    """The verified signer, or the reason the message is dropped."""
+def _check(db: "Database", message: dict[str, Any], self_address: str,
+           now_ms: int) -> "_Verified | Refused | str":
+    """The verified signer, or why the message is dropped (a ``Refused`` when a genuine signer's time is wrong)."""
     ident, sender, content = _text(message, "id"), _text(message, "from"), message.get("content")
     if not ident or len(ident) > MAX_ID_CHARS or not sender or not is_address(sender) or not isinstance(content, str):
         return "malformed"
@@ -150,18 +185,21 @@ def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: i
         if _seen(db, f"social:signed:{verified.digest}") or (
                 verified.nonce and _seen(db, f"social:nonce:{signer}:{verified.nonce}")):
             return "replay"
-    if signed_at is not None and not _fresh(signed_at, _text(message, "createdAt", "created_at"), now_ms):
-        return "stale"
+        untimely = _untimely(signed_at, now_ms)
+        if untimely:
+            return Refused(ident, signer, signed_at, untimely)
     return verified
 
 
-def _fresh(signed_at: str, created_at: str | None, now_ms: int) -> bool:
+def _untimely(signed_at: str, now_ms: int) -> str | None:
+    """``stale``, ``future`` or None (fresh): the signed time against the agent's clock."""
     try:
         signed = from_iso(signed_at)
-        created = from_iso(created_at) if created_at else now_ms
     except ValueError:
-        return False
-    return created - REPLAY_WINDOW_MS <= signed <= created + MAX_FUTURE_SKEW_MS
+        return "stale"
+    if signed < now_ms - ACCEPT_WINDOW_MS:
+        return "stale"
+    return "future" if signed > now_ms + MAX_FUTURE_SKEW_MS else None
 
 
 def _seen(db: "Database", key: str) -> bool:
@@ -202,6 +240,11 @@ def _count_drops(db: "Database", dropped: dict[str, int], now_ms: int) -> None:
     for reason, n in dropped.items():
         totals[reason] = totals.get(reason, 0) + n
     set_value(db, DROPPED_KEY, orjson.dumps(totals).decode(), now_ms)
+
+
+def _record_refusals(db: "Database", refused: list[Refused], now_ms: int) -> None:
+    kept = (refusals(db) + [r.as_dict(now_ms) for r in refused])[-REFUSALS_KEPT:]
+    set_value(db, REFUSED_KEY, orjson.dumps(kept).decode(), now_ms)
 
 
 def _expire_keys(db: "Database", now_ms: int, batch: int = 200) -> None:

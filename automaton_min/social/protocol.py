@@ -12,8 +12,8 @@ from automaton_min.errors import UserError
 
 MAX_CONTENT_CHARS = 64_000
 MAX_MESSAGE_CHARS = 128_000
-REPLAY_WINDOW_MS = 5 * 60_000
-MAX_FUTURE_SKEW_MS = 60_000
+ACCEPT_WINDOW_MS = 7 * 86_400_000  # a signed message is taken this long after its signing by the agent's clock
+MAX_FUTURE_SKEW_MS = 5 * 60_000  # and at most this far ahead of it (another machine's clock may run a little fast)
 OUTBOUND_PER_HOUR = 100
 HOUR_MS = 3_600_000
 

@@ -221,9 +221,15 @@ def test_end_to_end_a_strangers_order_runs_with_creator_authority_in_the_child(
     clock.advance(1000)
     check_social_inbox(TaskContext(child.db, load_config(child.loop.services.home, {}), child.loop.services.home,
                                    child.now, "normal", child.wallet.address, relay=child.relay))
-    model.script(turn(("update_genesis_prompt", evil)), finish())
+    def obedient(body: dict) -> dict:  # the child's model does what it reads; told nothing, it rests
+        return turn(("update_genesis_prompt", evil)) if "update_genesis_prompt to" in json.dumps(body) else finish()
+
+    model.script(obedient, finish())
     child.loop.run_cycle("inbox")
     relayed = stored_calls(child.db, "update_genesis_prompt")[-1]
+    assert all("EXTERNAL_DANGEROUS_TOOL" in (c[3] or "") for c in stored_calls(child.db, "update_genesis_prompt")), (
+        "WON: the child's own turn, after a stranger's order, changed its purpose")
+    assert evil["new_prompt"] != load_config(child.loop.services.home, {}).get("genesisPrompt")
     assert relayed[3] is not None and "EXTERNAL_DANGEROUS_TOOL" in relayed[3], (
         f"WON: the stranger's order, relayed by the parent's message_child, ran update_genesis_prompt at the child "
         f"with creator authority: {relayed[2] or relayed[3]!r}; the child's genesisPrompt is now "
