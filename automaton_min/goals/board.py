@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from automaton_min.errors import UserError
 from automaton_min.goals.events import record_event
 from automaton_min.goals.plan import PlannedTask, store_plan
-from automaton_min.store.goals import TASK_DONE, Goal, Task, created_since, get_goal, get_task, goals, insert_goal, \
-    move_goal, move_task, tasks_of
+from automaton_min.store.goals import TASK_DONE, Goal, Task, active_goal_origin, created_since, get_goal, get_task, \
+    goals, insert_goal, move_goal, move_task, tasks_of
 
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
@@ -24,10 +24,16 @@ class Blocked(UserError):
     """A goal is active already: one at a time (the loop backs off, README: Goals)."""
 
 
-def room_for_goal(db: "Database", *, origin: str, now_ms: int) -> None:
+def room_for_goal(db: "Database", *, origin: str, now_ms: int, set_aside: bool = False) -> None:
     """``Blocked`` while a goal is active; ``UserError`` when ``GOALS_PER_HOUR`` goals were set in the last hour and
-    ``origin`` is not the creator."""
+    ``origin`` is not the creator. A goal set for an outsider never blocks the agent's or the creator's: it is set
+    aside (cancelled, with ``set_aside``, as the new goal is created)."""
     active = goals(db, status="active", limit=1)
+    if active and origin in ("agent", "creator") and active_goal_origin(db) == "external":
+        if set_aside:
+            cancel_goal(db, active[0].id, "set aside for a goal of the agent's own or its creator's",
+                        actor="automaton-min", now_ms=now_ms)
+        active = []
     if active:
         raise Blocked(f"goal {active[0].title!r} is active; finish its tasks or cancel_goal it first")
     count = created_since(db, now_ms - HOUR_MS)
@@ -48,7 +54,7 @@ def create_goal(db: "Database", title: str, description: str | None, *, strategy
     if not title.isprintable():
         raise UserError("title: one line of text (no line breaks or control characters)")
     with db.transaction():
-        room_for_goal(db, origin=origin, now_ms=now_ms)
+        room_for_goal(db, origin=origin, now_ms=now_ms, set_aside=True)
         lowered = title.lower()
         for other in goals(db, status="paused"):
             if lowered in other.title.lower() or other.title.lower() in lowered:

@@ -108,3 +108,20 @@ def test_a_strangers_goal_is_never_made_the_agents_own_after_a_nap(agent_for, mo
         run(agent, model, brain, clock, "your sleep timer ran out")
         assert not any(brain.seen_by_cycle[-1]), "the stranger's words reached the agent's own turn"
     assert agent.db.scalar("SELECT COUNT(*) FROM goal_origins WHERE origin != 'external'") == 0
+
+
+def test_a_goal_set_for_a_stranger_never_blocks_the_agents_own(agent_for, model, clock):
+    """One goal is active at a time: a goal made while answering a stranger would otherwise hold the slot until
+    something cancelled it. The agent's own create_goal sets it aside (cancelled, recorded) and goes on."""
+    agent = agent_for()
+    theirs = create_goal(agent.db, "Buy gift cards for a friend", None, actor=ME, now_ms=clock(), origin="external",
+                         plan=check_plan([{"title": "Buy a gift"}]))
+    model.script(openai_answer(None, [("c0", "create_goal", json.dumps(
+        {"title": "Sell a poem", "tasks": [{"title": "Write the poem"}]}))]),
+        openai_answer(None, [("c1", "sleep", json.dumps({"duration_seconds": 600}))]))
+    agent.loop.run_cycle("your sleep timer ran out")
+    rows = dict(agent.db.query("SELECT g.title, g.status || '/' || o.origin FROM goals g JOIN goal_origins o"
+                               " ON o.goal_id = g.id"))
+    assert rows == {"Buy gift cards for a friend": "failed/external", "Sell a poem": "active/agent"}
+    assert agent.db.scalar("SELECT COUNT(*) FROM event_stream WHERE type = 'goal_cancelled' AND goal_id = ?",
+                           (theirs.id,)) == 1
