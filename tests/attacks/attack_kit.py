@@ -180,21 +180,28 @@ def all_text(parts: Iterable[str | None]) -> str:
 
 def run_until_asleep(home_root: Path, argv: list[str], env: dict[str, str] | None = None, timeout_s: float = 60) -> str:
     """Run the real ``automaton-min run`` until it logs that it sleeps, stop it with SIGTERM (exit 0); its output."""
+    return run_until(home_root, argv, '"msg":"asleep"', env, timeout_s)
+
+
+def run_until(home_root: Path, argv: list[str], done: str | threading.Event, env: dict[str, str] | None = None,
+              timeout_s: float = 60) -> str:
+    """Run the real ``automaton-min run`` until a line of its output holds ``done`` (or the event is set), stop it
+    with SIGTERM (exit 0); its output."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                             env={**os.environ, "AUTOMATON_HOME": str(home_root), **(env or {})})
     seen: list[str] = []
-    asleep = threading.Event()
+    reached = done if isinstance(done, threading.Event) else threading.Event()
 
     def reader() -> None:
         for line in proc.stdout:
             seen.append(line)
-            if '"msg":"asleep"' in line:
-                asleep.set()
+            if isinstance(done, str) and done in line:
+                reached.set()
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
-        assert asleep.wait(timeout_s), "".join(seen)
+        assert reached.wait(timeout_s), "".join(seen)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(seen)
     finally:

@@ -10,9 +10,6 @@ agent started (the Pi was off) is taken when it starts.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +19,7 @@ import pytest
 from eth_account import Account
 
 from attack_kit import model  # noqa: F401 (fixtures)
+from attack_kit import run_until as run_agent_until
 from automaton_min.store.db import open_database
 from conftest import keep_offline
 from standins.model_servers import openai_answer
@@ -56,32 +54,7 @@ def set_up(cli, home, model, relay, **config) -> str:
 
 
 def run_until(home, done: str | threading.Event, timeout_s: float = 90) -> str:
-    """Run the real ``automaton-min run`` until a log line says ``done`` (or the event is set); stop it; its
-    output."""
-    reached = done if isinstance(done, threading.Event) else threading.Event()
-    proc = subprocess.Popen([sys.executable, "-m", "automaton_min", "run"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "AUTOMATON_HOME": str(home.root)})
-    seen: list[str] = []
-
-    def reader() -> None:
-        for line in proc.stdout:
-            seen.append(line)
-            if isinstance(done, str) and done in line:
-                reached.set()
-
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    try:
-        assert reached.wait(timeout_s), "".join(seen)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, "".join(seen)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    thread.join(timeout=10)
-    return "".join(seen)
+    return run_agent_until(home.root, [sys.executable, "-m", "automaton_min", "run"], done, timeout_s=timeout_s)
 
 
 def replayed(relay: SocialRelay, agent: str, content: str, signed_at_ms: int) -> dict:

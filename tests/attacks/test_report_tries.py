@@ -16,22 +16,9 @@ from automaton_min.heartbeat.goals_task import check_goal_tasks
 from automaton_min.heartbeat.social_inbox import check_social_inbox
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.store.goals import get_task, tasks_of
+from test_goals import CHILD_KEY, a_healthy_child as a_child
 
-CHILD_KEY = bytes.fromhex("c1" * 32)
 PLAN = [{"title": "Count the stars", "timeout_ms": 60_000}, {"title": "Publish the count", "depends_on": [1]}]
-
-
-def a_child(db, clock) -> str:
-    from eth_account import Account
-
-    from automaton_min.children.lifecycle import request, transition
-
-    address = Account.from_key(CHILD_KEY).address
-    request(db, "kid1", "kid", "Help.", None, clock())
-    for step, columns in (("sandbox_created", {"sandbox_id": "sb-kid"}), ("runtime_ready", {}),
-                          ("wallet_verified", {"address": address}), ("starting", {}), ("healthy", {})):
-        transition(db, "kid1", step, "test", clock(), **columns)
-    return address
 
 
 def give(agent, model, relay, task_id: str, child: str) -> str:
