@@ -212,6 +212,7 @@ RULES: dict[str, Rule] = {
     "anthropicApiKey": _text(1000),
     "registeredWithConway": _boolean,
     "unconfinedExec": _boolean,
+    "trustSystemClock": _boolean,  # observe/clock_trust.py: believe the clock without NTP (set by hand, an RTC)
     "shutdownGraceSeconds": _integer(1, 600),
     "execConfinement": _choice("auto", "landlock", "namespace"),
     "inferenceModel": _text(200, required=True),

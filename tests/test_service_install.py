@@ -69,7 +69,7 @@ def test_the_unit_install_writes_is_the_checked_in_unit():
     for line in ("Type=notify", "NotifyAccess=all", "StateDirectory=automaton", "RuntimeDirectory=automaton",
                  "Environment=TMPDIR=/run/automaton", "KillMode=mixed", "UnsetEnvironment=WATCHDOG_PID",
                  "SystemCallFilter=@system-service @mount landlock_create_ruleset landlock_add_rule "
-                 "landlock_restrict_self", "RestrictNamespaces=user mnt",
+                 "landlock_restrict_self adjtimex", "RestrictNamespaces=user mnt",
                  "ExecStart=/var/lib/automaton/bin/automaton-min --home /var/lib/automaton run", "User=automaton"):
         assert line in text.splitlines(), line
     seconds = {"min": 60, "s": 1}

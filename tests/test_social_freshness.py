@@ -83,18 +83,19 @@ def orjson_ms(iso: str) -> int:
     return from_iso(iso)
 
 
-def test_a_refused_signer_is_told_once_an_hour_and_the_refusal_is_kept(db, agent, relay, clock) -> None:
-    for n in range(3):
+def test_a_refused_signer_is_told_three_times_an_hour_and_the_refusals_are_kept(db, agent, relay, clock) -> None:
+    for n in range(5):
         from_creator(relay, f"old order {n}", signed_at_ms=clock() - 40 * DAY_MS)
     heartbeat(db, agent, clock, trust(synced=True))
     told = [m for m in relay.log if m["from"] == AGENT.lower()]
-    assert len(told) == 1 and told[0]["to"] == CREATOR.lower() and "more than 7 days before my clock" in told[0]["content"]
-    assert [r["reason"] for r in refusals(db)] == ["stale"] * 3
+    assert [m["to"] for m in told] == [CREATOR.lower()] * 3
+    assert all("more than 7 days before my clock" in m["content"] for m in told)
+    assert [r["reason"] for r in refusals(db)] == ["stale"] * 5
     from_creator(relay, "from tomorrow", signed_at_ms=clock() + DAY_MS)
     clock.advance(3_600_000)
     heartbeat(db, agent, clock, trust(synced=True))
     told = [m for m in relay.log if m["from"] == AGENT.lower()]
-    assert len(told) == 2 and "ahead of my clock" in told[1]["content"] and len(refusals(db)) == 4
+    assert len(told) == 4 and "ahead of my clock" in told[3]["content"] and len(refusals(db)) == 6
 
 
 @pytest.mark.parametrize("field", ["createdAt", "created_at"])
@@ -105,3 +106,47 @@ def test_the_relays_created_at_is_nobodys_signature(db, agent, relay, clock, fie
     fresh = relay.signed_message(CREATOR_KEY, CREATOR, AGENT, "sell", signed_at_ms=clock() - 2 * DAY_MS)
     relay.inject({**fresh, field: to_iso(clock() - 40 * DAY_MS)})  # an odd createdAt does not refuse a fresh one
     assert len(poll_into(db, agent, clock).stored) == 1
+
+
+def test_strangers_refused_for_their_time_are_recorded_but_never_answered(db, agent, relay, clock) -> None:
+    """Keys cost nothing: were every refused signer answered, 120 fresh keys would spend the agent's 100 outbound
+    messages an hour (its calls for help among them) in one poll."""
+    from eth_account import Account
+
+    for n in range(30):
+        key = bytes([n + 0x40]) * 32  # none of the test keys (0x11, 0x22, 0x33)
+        relay.inject(relay.signed_message(key, Account.from_key(key).address, AGENT, f"old {n}",
+                                          signed_at_ms=clock() - 30 * DAY_MS))
+    from_creator(relay, "an old order", signed_at_ms=clock() - 30 * DAY_MS)
+    heartbeat(db, agent, clock, trust(synced=True))
+    told = [m for m in relay.log if m["from"] == AGENT.lower()]
+    assert [m["to"] for m in told] == [CREATOR.lower()] and len(refusals(db)) == 20  # the last 20 kept
+    assert db.scalar("SELECT COUNT(*) FROM social_outbound") == 1
+
+
+def test_a_time_service_counts_when_it_runs_or_when_processes_are_hidden_and_its_state_is_there(
+        tmp_path, monkeypatch) -> None:
+    """Under the unit (ProtectProc=invisible) chronyd's process cannot be seen: its directory stands for it. Where
+    processes can be seen, a service installed but not running (its directory left behind) is none."""
+    from automaton_min.observe import clock_trust
+
+    state = tmp_path / "chrony"
+    state.mkdir()
+    monkeypatch.setattr(clock_trust, "SYNC_DAEMONS", {"chronyd": (str(state),)})
+    monkeypatch.setattr(clock_trust, "_running_names", lambda: frozenset({"bash", "python3"}))
+    assert clock_trust.sync_daemon() is None  # installed, not running
+    monkeypatch.setattr(clock_trust, "_running_names", lambda: frozenset({"chronyd"}))
+    assert clock_trust.sync_daemon() == "chronyd"
+    monkeypatch.setattr(clock_trust, "_running_names", lambda: clock_trust.HIDDEN)
+    assert clock_trust.sync_daemon() == "chronyd"
+    state.rmdir()
+    assert clock_trust.sync_daemon() is None
+
+
+def test_a_clock_set_by_hand_is_believed_when_the_config_says_so(db, clock) -> None:
+    from automaton_min.config import config_from
+
+    waiting = ClockTrust(daemon=lambda: "systemd-timesyncd", synced=lambda: False)
+    assert not waiting.reading(db, clock()).trusted
+    told = ClockTrust.of(config_from({"name": "ada", "trustSystemClock": True}))
+    assert told.reading(db, clock()).trusted and not told.reading(db, EARLIEST_MS - 1).trusted

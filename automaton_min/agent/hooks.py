@@ -54,13 +54,17 @@ class AgentHooks:
         self.creator_wrote = False
 
     # -- inbox
-    def claim_inbox(self, now_ms: int) -> list[tuple[str, str, str]]:
+    def claim_inbox(self, now_ms: int, *, creator_only: bool = False) -> list[tuple[str, str, str]]:
+        """Messages to read, with their authority; ``creator_only``: only those the creator signed (the others
+        wait)."""
         from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
 
         from automaton_min.social.injection import noted_sender
 
         creator = self.config.get("creatorAddress")
-        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
+        if creator_only and not creator:
+            return []
+        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms, signed_by=creator if creator_only else None)
         read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
         read = [(ident, noted_sender(content, SIGNED_CREATOR) if authority == "creator"
                  else noted_sender(content, UNSIGNED_CREATOR) if creator and m.from_address.lower() == creator.lower()

@@ -38,7 +38,8 @@ from automaton_min.log import get_logger, scrub
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.crashpoint import crash_point
 from automaton_min.store.db import STORAGE_ERRORS
-from automaton_min.store.kv import delete_value, set_json, set_value
+from automaton_min.store.inbox import waiting as inbox_waiting
+from automaton_min.store.kv import delete_value, get_value, set_json, set_value
 from automaton_min.store.wake import woken_since
 from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, insert_failed_turn, insert_turn,
                                       recent_turns)
@@ -46,6 +47,8 @@ from automaton_min.store.turns import (StoredToolCall, StoredTurn, count_turns, 
 log = get_logger(__name__)
 
 SLEEP_UNTIL_KEY = "sleep_until"
+OWN_CYCLE_OWED_KEY = "own_cycle_owed"  # set when a cycle read an outsider's message: the next is the agent's own
+OWED_SLEEP_S = 30  # the own cycle's sleep when outsiders' messages wait for the next
 INBOX_BATCH = 10
 FIRST_MESSAGE_LABEL = "[Message from your creator (given at setup)]:"
 STEP_FRAME_TOKENS = 400  # what a step adds around its input: the table of actions, or the worked examples
@@ -127,6 +130,11 @@ class AgentLoop:
         # what an earlier one did for outsiders reaches it as one line a turn (turn_context.py), so no stranger's
         # order waits in the context for a nap to end, and no stranger holds the agent's own work.
         carried = "agent"
+        # after a cycle that answered outsiders, one of the agent's own: their messages wait for the next, so a
+        # stranger who keeps writing has every other cycle at most
+        owed = get_value(self.db, OWN_CYCLE_OWED_KEY) is not None
+        if owed:
+            delete_value(self.db, OWN_CYCLE_OWED_KEY)
         delete_value(self.db, SLEEP_UNTIL_KEY)
         if not self.hooks.begin_cycle(reason, now_ms):
             self._sleep(DEAD_WAIT_S, "dead: no credits; waiting for funding", enter_state=False)
@@ -151,12 +159,14 @@ class AgentLoop:
             wake_note: str | None = None
             if pending is None or pending[1] == "wakeup":  # the messages that woke the agent come with the wake-up
                 self.last_inbox_check_ms = self.now()
-                messages = self.hooks.claim_inbox(self.last_inbox_check_ms)
+                messages = self.hooks.claim_inbox(self.last_inbox_check_ms, creator_only=owed)
                 claimed = [m[0] for m in messages]
                 if messages:
                     controls.backoff = 0  # new input: a control's sleep starts short again
                     external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
                     carried = "external" if external else "agent"  # the creator's messages: as the agent's own
+                    if external:
+                        set_value(self.db, OWN_CYCLE_OWED_KEY, to_iso(self.last_inbox_check_ms), now_ms)
                     if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
                         wake_note = pending[0].content
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", carried)
@@ -194,8 +204,10 @@ class AgentLoop:
             elif verdict.action == "sleep":
                 self._forced_cycles = controls.backoff + 1 if verdict.forced else 0
                 self._forced_sleep_at = to_iso(self.now()) if verdict.forced else None
-                self._sleep(verdict.seconds, verdict.reason)
-                result.slept_for_s, result.reason = verdict.seconds, verdict.reason
+                waiting = owed and inbox_waiting(self.db)  # the outsiders' turn comes next, soon
+                seconds = min(verdict.seconds, OWED_SLEEP_S) if waiting else verdict.seconds
+                self._sleep(seconds, verdict.reason)
+                result.slept_for_s, result.reason = seconds, verdict.reason
                 break
         return result
 
@@ -375,7 +387,8 @@ class AgentLoop:
         task = next_task(self.db)
         task_text = ": ".join(filter(None, (task.title, task.description))) if task else None
         if task and active_goal_origin(self.db) == "external":  # a stranger's goal is not the agent's own task
-            task_text = f"(set on an outsider's message, unverified) {task_text}"
+            task_text = f"(set on an outsider's message, unverified) {task_text}" if outsiders else None
+            task = task if outsiders else None
         said = message.content if message and source == "inbox" else None
         if first_run and parts.get("creator_message"):  # setup's --creator-message, as the system notes show it
             first = f"{FIRST_MESSAGE_LABEL}\n{self.hooks.clean_instruction(parts['creator_message'])}"

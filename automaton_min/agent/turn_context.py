@@ -41,6 +41,8 @@ RECENT_GOAL_EVENTS = 3  # the goals board's latest events, under its todo block
 EVENT_CHARS = 300
 UNSEEN_EVENTS = ("task_report_refused",)  # anyone can cause one: they would push the real events out of view
 QUERY_THOUGHT_CHARS = 500
+OUTSIDERS_GOAL = ("A goal set for an outsider is active: its words show only when you answer outsiders, and it "
+                  "spends nothing. Your own work: create_goal (that sets it aside) or cancel_goal it.")
 STEP_MEMORIES, STEP_MEMORY_TOKENS = 4, 400  # a small model's steps: a few short lines (``stepwise.MEMORY_CHARS``)
 SUMMARY_MAX_TOKENS = 600
 SUMMARY_INSTRUCTIONS = """\
@@ -111,14 +113,14 @@ class TurnContextBuilder:
         """The context for this turn within ``route.context_budget``, folding old turns first when needed;
         ``compact``: the goals board in its short form; ``outsiders=False`` (a turn of the agent's own or its
         creator's): the turns that answered outsiders show as one line each, and memory leaves their words out."""
-        parts = replace(self._parts(system, tools, status, pending, notes, compact), outsiders=outsiders)
+        parts = self._parts(system, tools, status, pending, notes, compact, outsiders)
         context = self._assemble(self._quarantined(parts), route)
         recommendation = context.utilization.recommendation
         if allow_fold and recommendation != "ok":
             summarizer = RouterSummarizer(self.router, tier, turn_id, cancel) if recommendation == "compress" else None
             folded = self._fold(parts, route, summarizer, keep_at_least=RECENT_ALWAYS if summarizer else 1)
             if folded is not None:
-                parts = replace(self._parts(system, tools, status, pending, notes, compact), outsiders=outsiders)
+                parts = self._parts(system, tools, status, pending, notes, compact, outsiders)
                 context = self._assemble(self._quarantined(parts), route)
         log.debug("context assembled", extra={"used": context.utilization.used,
                                               "capacity": context.utilization.capacity,
@@ -129,7 +131,7 @@ class TurnContextBuilder:
     # ------------------------------------------------------------------ parts
 
     def _parts(self, system: str, tools: tuple[ToolSchema, ...], status: str, pending: Message | None,
-               notes: Sequence[str], compact: bool = False) -> ContextParts:
+               notes: Sequence[str], compact: bool = False, outsiders: bool = True) -> ContextParts:
         loaded = recent_turns(self.db, self.loaded_turns + 1, after=folded_through(self.db))
         more = len(loaded) > self.loaded_turns
         turns = loaded[-self.loaded_turns:]
@@ -139,8 +141,8 @@ class TurnContextBuilder:
         now_ms = self.now()
         events = [wake_reference(e, estimate_tokens) for e in self.events.recent(now_ms)] if self.events else []
         return ContextParts(system=system, tools=tools, turns=turns, more_turns=more, pending=pending, status=status,
-                            goals=self._goals(compact), summary=self.folder.summary(), events=events,
-                            query=self._query(pending, turns), notes=tuple(notes))
+                            goals=self._goals(compact, outsiders), summary=self.folder.summary(), events=events,
+                            query=self._query(pending, turns), notes=tuple(notes), outsiders=outsiders)
 
     @staticmethod
     def _quarantined(parts: ContextParts) -> ContextParts:
@@ -152,12 +154,14 @@ class TurnContextBuilder:
                                                           tool_calls=()) if turn.external else turn
                                                   for turn in parts.turns])
 
-    def _goals(self, compact: bool) -> list[str]:
+    def _goals(self, compact: bool, outsiders: bool = True) -> list[str]:
         """The goal notes (set_goal), then the goals board: the todo block and its latest events, or in compact
-        mode its one-line form."""
+        mode its one-line form. A goal set for an outsider shows in the agent's own turns as one line: its words
+        are an outsider's, and those stay with the turns that answer outsiders."""
         from automaton_min.goals.events import recent_events
         from automaton_min.goals.text import shown
         from automaton_min.goals.todo import short_todo, todo_block
+        from automaton_min.store.goals import active_goal_origin
 
         entries = [e for e in WorkingMemory(self.db, self.now).session(AGENT_SESSION) if e.content_type == "goal"]
         lines = []
@@ -165,6 +169,8 @@ class TurnContextBuilder:
             content = " ".join(entry.content.split())
             content = content if len(content) <= GOAL_CHARS else content[: GOAL_CHARS - 1] + "…"
             lines.append(f"- {content} (goal id {entry.id})")
+        if not outsiders and active_goal_origin(self.db) == "external":
+            return lines + [OUTSIDERS_GOAL]
         if compact:
             return lines + [line for line in (short_todo(self.db),) if line]
         todo = todo_block(self.db)

@@ -32,7 +32,8 @@ def command(ctx: click.Context, as_json: bool, try_model: bool) -> None:
             click.echo(line + (f"\n      {HINTS[check.state]}{check.fix}"
                                if check.fix and check.state in HINTS else ""))
         down = ", ".join(check.name for check in checks if check.state == "unreachable")
-        click.echo(("all checks passed" if passed else "some checks failed")
+        failed = ", ".join(check.name for check in checks if check.state == "fail")
+        click.echo(("all checks passed" if passed else f"failed: {failed}" if failed else "some checks failed")
                    + (f"; not answering when the agent last tried: {down} (it runs without them)" if down else ""))
     if not passed:
         ctx.exit(EXIT_FAILURE)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.clock import Clock, system_now
 from automaton_min.heartbeat.task_api import TaskContext
+from automaton_min.observe.clock_trust import ClockTrust
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -44,7 +45,8 @@ class ContextFactory:
         tier = self.tier_of(db) if self.tier_of else known_tier(db, self.config)
         return TaskContext(db=db, config=self.config, home=self.home, now=self.now, tier=tier,
                            wallet_address=self.wallet_address, conway=conway, relay=self.relay, metrics=self.metrics,
-                           stop=stop, usdc_balance=usdc, topup=topup if conway is not None else None)
+                           stop=stop, usdc_balance=usdc, topup=topup if conway is not None else None,
+                           clock_trust=ClockTrust.of(self.config))
 
     def _money(self, db: "Database") -> tuple[Callable[[], int], Callable[[int, int], Any]]:
         from automaton_min.chain.usdc import BASE, usdc_balance

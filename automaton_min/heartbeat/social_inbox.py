@@ -30,8 +30,9 @@ POLL_INTERVAL_KEY = "socialPollIntervalSeconds"
 DEFAULT_POLL_INTERVAL_S = 120
 BACKOFF_KEY = "social_poll_backoff"
 CLOCK_KEY = "social_clock_untrusted"  # why the relay waits for the clock, while it does (status, doctor)
-TOLD_KEY = "social_refusals_told"  # signer -> when it was last told a message of its was refused
-TELL_EVERY_MS = 3_600_000
+TOLD_KEY = "social_refusals_told"  # signer -> when it was told, this hour, that messages of its were refused
+TELLS_PER_HOUR = 3
+HOUR_MS = 3_600_000
 BACKOFF_BASE_MS = 60_000
 BACKOFF_MAX_MS = 30 * 60_000
 MAX_PAGES = 5
@@ -94,7 +95,7 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
         log.info("relay answers again", extra={"failures": backoff.get("failures")})
     outcomes = approvals.release_approved(ctx.db, ctx.conway, ctx.config, ctx.now)
     outcomes += task_reports(ctx, stored)
-    tell_refused(ctx, refused)
+    tell_refused(ctx, refused, creator)
     summary = f"{len(stored)} stored, {dropped} dropped" + (f"; {'; '.join(outcomes)}" if outcomes else "")
     if not stored and not outcomes:
         return TaskResult(summary, reached=("relay",))
@@ -102,30 +103,35 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
                       wake_payload={"source": "social", "messageIds": [m.id for m in stored]}, reached=("relay",))
 
 
-def tell_refused(ctx: TaskContext, refused: list["Refused"]) -> None:
-    """A signed reply to each genuine signer whose message was refused for its time, at most one an hour each:
-    a creator learns where an order went, and a replaying relay cannot make the agent talk much."""
-    told = json_object(get_value(ctx.db, TOLD_KEY))
+def tell_refused(ctx: TaskContext, refused: list["Refused"], creator: str | None) -> None:
+    """A signed reply to the creator or a child whose message was refused for its time, at most 3 an hour each:
+    a creator learns where an order went. Anyone else is only recorded: keys cost nothing, so answering every
+    signer would let a stranger spend the agent's outbound messages."""
+    from automaton_min.store.children import names_by_address
+
     now_ms = ctx.now()
-    told = {k: v for k, v in told.items() if isinstance(v, int) and v > now_ms - TELL_EVERY_MS}
+    told = {signer: [at for at in times if isinstance(at, int) and at > now_ms - HOUR_MS]
+            for signer, times in json_object(get_value(ctx.db, TOLD_KEY)).items() if isinstance(times, list)}
+    answered = {creator.lower()} if creator else set()
+    answered |= set(names_by_address(ctx.db)) if refused else set()
     for refusal in refused:
-        if refusal.signer in told:
+        if refusal.signer not in answered or len(told.get(refusal.signer, ())) >= TELLS_PER_HOUR:
             continue
-        told[refusal.signer] = now_ms
+        told.setdefault(refusal.signer, []).append(now_ms)
         try:
             ctx.relay.send(refusal.signer, refusal_notice(refusal, now_ms), reply_to=refusal.id, db=ctx.db)
         except RuntimeFailure as exc:  # unreachable, refused or over the outbound limit: the record stays
             log.warning("could not tell a sender its message was refused", extra={"error": str(exc)[:200]})
             continue
         log.info("told a sender its message was refused", extra={"to": refusal.signer, "reason": refusal.reason})
-    set_value(ctx.db, TOLD_KEY, orjson.dumps(told).decode(), now_ms)
+    set_value(ctx.db, TOLD_KEY, orjson.dumps({k: v for k, v in told.items() if v}).decode(), now_ms)
 
 
 def refusal_notice(refusal: "Refused", now_ms: int) -> str:
     when = refusal.signed_at[:40]
     if refusal.reason == "future":
         why = (f"it is signed at {when}, more than {MAX_FUTURE_SKEW_MS // 60_000} minutes ahead of my clock "
-               f"({to_iso(now_ms)}); check your clock and send it again")
+               f"({to_iso(now_ms)}); one of our clocks is wrong: if yours is right, tell my owner to set mine")
     else:
         why = (f"it is signed at {when}, more than {ACCEPT_WINDOW_MS // 86_400_000} days before my clock "
                f"({to_iso(now_ms)}); an old signed message is not taken again. Send it anew if you still mean it")

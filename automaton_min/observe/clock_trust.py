@@ -4,7 +4,8 @@ compares a signed time with now. The relay's intake waits while it cannot; ``sta
 A Raspberry Pi has no battery clock: it boots at the time saved at its last shutdown, and only NTP makes it right.
 So the clock is not trusted while a time service on this machine has not synchronized it since boot, nor when it
 reads earlier than this release or than a time this agent has already seen. Where no time service runs at all (a
-virtual machine that takes the host's clock), the clock is believed unless it went back.
+virtual machine that takes the host's clock), the clock is believed unless it went back. ``trustSystemClock`` in
+the config believes it always (a machine whose time is set by hand or by an RTC board, with no NTP).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.clock import from_iso, to_iso
 from automaton_min.store.kv import get_value, set_value
@@ -25,10 +26,14 @@ EARLIEST_MS = from_iso("2026-11-01T00:00:00.000Z")  # no right clock reads earli
 HIGH_WATER_KEY = "clock_high_water"  # the latest time this agent has seen, written at most hourly
 HIGH_WATER_STEP_MS = 3_600_000
 SET_BACK_SLACK_MS = 5 * 60_000
-TIMESYNCD_STATE = Path("/var/lib/systemd/timesync")  # present where systemd-timesyncd keeps this machine's time
 TIMESYNCD_SYNCED = Path("/run/systemd/timesync/synchronized")  # touched on each sync since boot
-SYNC_DAEMONS = frozenset({"chronyd", "ntpd", "ntpd-rs", "openntpd", "systemd-timesyn"})  # comm is cut at 15
+# a time service by its process name (comm, cut at 15 characters) and the directories it keeps, which stay visible
+# where systemd's ProtectProc= hides its process from the service's user
+SYNC_DAEMONS = {"systemd-timesyn": ("/var/lib/systemd/timesync",), "chronyd": ("/var/lib/chrony", "/run/chrony"),
+                "ntpd": ("/var/lib/ntp", "/var/lib/ntpsec"), "ntpd-rs": ("/var/lib/ntpd-rs",), "openntpd": ()}
 TIME_ERROR = 5  # adjtimex: the kernel's clock is not synchronized
+CLOCK_FIX = ("check `date -u`; start NTP (timedatectl set-ntp true) and wait for it to synchronize, or, where the "
+             "time is set by hand or by a clock board and is right: automaton-min config set trustSystemClock true")
 
 
 @dataclass(frozen=True)
@@ -48,22 +53,30 @@ def kernel_synced() -> bool | None:
 
 
 def sync_daemon() -> str | None:
-    """The time service this machine runs, if one can be seen (systemd-timesyncd by its state directory, since
-    ProtectProc= hides other processes from the service)."""
-    if TIMESYNCD_STATE.is_dir():
-        return "systemd-timesyncd"
-    try:
-        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            name = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if name in SYNC_DAEMONS:
+    """The time service this machine runs: one whose process is seen, or, where other users' processes are hidden
+    (ProtectProc=), one whose directories are there. A service installed but not running is none."""
+    running = _running_names()
+    for name, marks in SYNC_DAEMONS.items():
+        if name in running or (running is HIDDEN and any(Path(mark).is_dir() for mark in marks)):
             return name
     return None
+
+
+HIDDEN: frozenset[str] = frozenset()
+
+
+def _running_names() -> frozenset[str]:
+    """The process names this process can see; ``HIDDEN`` when pid 1 is out of sight (others' processes hidden)."""
+    if not os.path.exists("/proc/1/comm"):
+        return HIDDEN
+    names = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                names.add(Path(f"/proc/{entry}/comm").read_text(encoding="utf-8").strip())
+            except (OSError, UnicodeDecodeError):
+                continue
+    return frozenset(names)
 
 
 def synced_since_boot() -> bool:
@@ -76,11 +89,18 @@ class ClockTrust:
 
     daemon: Callable[[], str | None] = sync_daemon
     synced: Callable[[], bool] = synced_since_boot
+    trust_always: bool = False  # config trustSystemClock
+
+    @classmethod
+    def of(cls, config: Any) -> "ClockTrust":
+        return cls(trust_always=config is not None and config.get("trustSystemClock") is True)
 
     def reading(self, db: "Database", now_ms: int) -> ClockReading:
         if now_ms < EARLIEST_MS:
             return ClockReading(False, f"the clock reads {to_iso(now_ms)}, before this release was made; set the "
                                        "time (timedatectl set-ntp true) and the relay is polled once it is right")
+        if self.trust_always:
+            return ClockReading(True, "believed as set (trustSystemClock)")
         service, synced = self.daemon(), self.synced()
         if service and not synced:
             return ClockReading(False, f"{service} has not synchronized the clock since boot (no battery clock "
@@ -91,7 +111,7 @@ class ClockTrust:
                                        "has already seen; relay messages wait until the clock is right")
         if synced:
             return ClockReading(True, "synchronized")
-        return ClockReading(True, "no time service synchronizes it here; taken as right (it never went back)")
+        return ClockReading(True, "no time service synchronizes it here; believed while it does not go back")
 
     @staticmethod
     def note(db: "Database", now_ms: int) -> None:

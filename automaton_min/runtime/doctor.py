@@ -12,7 +12,7 @@ from automaton_min.errors import AutomatonError
 from automaton_min.runtime.check import Check
 from automaton_min.fileio import file_mode
 from automaton_min.home import Home
-from automaton_min.observe.clock_trust import ClockTrust
+from automaton_min.observe.clock_trust import CLOCK_FIX, ClockTrust
 from automaton_min.store.db import open_database
 from automaton_min.store.identity import read_identity
 from automaton_min.store.migrations import current_version, latest_version
@@ -113,8 +113,8 @@ def _database_checks(home: Home, config: Config | None, wallet_address: str | No
             checks.append(Check("identity", False,
                                 f"state.db belongs to {recorded}, wallet.json holds {wallet_address}",
                                 "use the wallet.json this state.db was created with"))
-        clock = ClockTrust().reading(db, system_now())  # signed times are judged against it (README: Social relay)
-        checks.append(Check("clock", clock.trusted, clock.why))
+        clock = ClockTrust.of(config).reading(db, system_now())  # signed times are judged against it
+        checks.append(Check("clock", clock.trusted, clock.why, "" if clock.trusted else CLOCK_FIX))
     return checks
 
 

@@ -30,9 +30,10 @@ POISON_CRASHES = 5
 CLAIM_BATCH = 10
 
 # The selection a claim marks: served by the partial index idx_inbox_unprocessed.
-CLAIMABLE_SQL = ("SELECT id FROM inbox_messages"
-                 " WHERE processed_at IS NULL AND status = 'received' AND retry_count < max_retries"
-                 " ORDER BY received_at, id LIMIT ?")
+CLAIMABLE = "processed_at IS NULL AND status = 'received' AND retry_count < max_retries"
+CLAIMABLE_SQL = f"SELECT id FROM inbox_messages WHERE {CLAIMABLE} ORDER BY received_at, id LIMIT ?"
+SIGNED_CLAIMABLE_SQL = (f"SELECT id FROM inbox_messages WHERE {CLAIMABLE} AND signed_by = ?"
+                        " ORDER BY received_at, id LIMIT ?")
 
 _COLUMNS = ("id, from_address, content, raw_content, to_address, reply_to, received_at, processed_at,"
             " status, retry_count, max_retries, signed_by")
@@ -81,18 +82,21 @@ def insert_message(db: "Database", id: str, from_address: str, content: str, *, 
     return db.connection.changes() > 0
 
 
-def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int) -> list[InboxMessage]:
-    """Take up to ``limit`` claimable messages, oldest first, as ``in_progress`` with the incremented ``retry_count``
-    (one ``UPDATE ... RETURNING``, so no connection can split them). ``now_ms`` only fits the loop's hook."""
+def claim(db: "Database", limit: int = CLAIM_BATCH, *, now_ms: int,
+          signed_by: str | None = None) -> list[InboxMessage]:
+    """Take up to ``limit`` claimable messages (with ``signed_by``, only those that signer signed), oldest first, as
+    ``in_progress`` with the incremented ``retry_count`` (one ``UPDATE ... RETURNING``, so no connection can split
+    them). ``now_ms`` only fits the loop's hook."""
     if limit <= 0:
         return []
+    chosen, params = (SIGNED_CLAIMABLE_SQL, (signed_by.lower(), limit)) if signed_by else (CLAIMABLE_SQL, (limit,))
     with db.transaction():
         rows = db.query(
             "UPDATE inbox_messages SET status = 'in_progress', retry_count = retry_count + 1"
-            f" WHERE id IN ({CLAIMABLE_SQL})"
+            f" WHERE id IN ({chosen})"
             " AND status = 'received' AND processed_at IS NULL"
             f" RETURNING {_COLUMNS}",
-            (limit,),
+            params,
         )
     messages = [_message(row) for row in rows]
     messages.sort(key=lambda m: (m.received_at, m.id))  # RETURNING has no defined order
@@ -170,6 +174,11 @@ def reclaim_stale(db: "Database") -> int:
             " status = CASE WHEN crash_count + 1 >= ? THEN 'failed' ELSE 'received' END"
             " WHERE status = 'in_progress' RETURNING id", (POISON_CRASHES,))
     return len(rows)
+
+
+def waiting(db: "Database") -> bool:
+    """Whether any message waits to be claimed."""
+    return db.scalar(f"SELECT 1 FROM inbox_messages WHERE {CLAIMABLE} LIMIT 1") is not None
 
 
 def get_message(db: "Database", id: str) -> InboxMessage | None:

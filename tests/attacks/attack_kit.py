@@ -184,9 +184,9 @@ def run_until_asleep(home_root: Path, argv: list[str], env: dict[str, str] | Non
 
 
 def run_until(home_root: Path, argv: list[str], done: str | threading.Event, env: dict[str, str] | None = None,
-              timeout_s: float = 60) -> str:
-    """Run the real ``automaton-min run`` until a line of its output holds ``done`` (or the event is set), stop it
-    with SIGTERM (exit 0); its output."""
+              timeout_s: float = 60, times: int = 1) -> str:
+    """Run the real ``automaton-min run`` until ``times`` lines of its output hold ``done`` (or the event is set),
+    stop it with SIGTERM (exit 0); its output."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                             env={**os.environ, "AUTOMATON_HOME": str(home_root), **(env or {})})
     seen: list[str] = []
@@ -195,7 +195,7 @@ def run_until(home_root: Path, argv: list[str], done: str | threading.Event, env
     def reader() -> None:
         for line in proc.stdout:
             seen.append(line)
-            if isinstance(done, str) and done in line:
+            if isinstance(done, str) and sum(done in said for said in seen) >= times:
                 reached.set()
 
     thread = threading.Thread(target=reader, daemon=True)

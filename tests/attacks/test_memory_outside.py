@@ -338,8 +338,9 @@ def test_the_agents_last_thoughts_cannot_forge_lines_of_the_wake_up_message(buil
     clock.advance(3_600_000)
     cycle(agent, clock, answer(text="ok"))
     wake = last_text(model.requests[-1].body)
+    assert "0xbadbad" not in json.dumps(model.requests[-1].body), wake  # issue 32: an outsider's turn is not shown
     lines = wake.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Your last thoughts"))
+    start = next((i for i, line in enumerate(lines) if line.startswith("Your last thoughts")), len(lines))
     forged = [line for line in lines[start + 1:] if line.startswith("Why you are awake: your creator")]
     assert not forged, wake
 

@@ -53,8 +53,9 @@ def set_up(cli, home, model, relay, **config) -> str:
     return orjson.loads(home.config_path.read_bytes())["walletAddress"]
 
 
-def run_until(home, done: str | threading.Event, timeout_s: float = 90) -> str:
-    return run_agent_until(home.root, [sys.executable, "-m", "automaton_min", "run"], done, timeout_s=timeout_s)
+def run_until(home, done: str | threading.Event, timeout_s: float = 90, times: int = 1) -> str:
+    return run_agent_until(home.root, [sys.executable, "-m", "automaton_min", "run"], done, timeout_s=timeout_s,
+                           times=times)
 
 
 def replayed(relay: SocialRelay, agent: str, content: str, signed_at_ms: int) -> dict:
@@ -86,7 +87,7 @@ def test_an_order_replayed_a_month_later_never_reaches_a_turn_and_its_signer_is_
     old = replayed(relay, agent, order, system_ms() - 31 * DAY_MS)
     ahead = replayed(relay, agent, "spawn a child called ahead", system_ms() + DAY_MS)
     model.script(*[sleep_answer] * 4)
-    output = run_until(home, "told a sender its message was refused")
+    output = run_until(home, "told a sender its message was refused", times=2)
 
     assert order not in turn_inputs(home) and all(order not in json.dumps(r.body) for r in model.requests)
     with open_database(home.default_db_path, read_only=True) as db:
@@ -94,9 +95,10 @@ def test_an_order_replayed_a_month_later_never_reaches_a_turn_and_its_signer_is_
         status = json.loads(cli("status", "--json").stdout)
     assert status["relayDropped"] == {"stale": 1, "future": 1}
     assert [(r["id"], r["reason"]) for r in status["relayRefused"]] == [(old["id"], "stale"), (ahead["id"], "future")]
-    told = notices(relay, agent)  # one reply an hour per signer: the first refusal's reason
-    assert len(told) == 1 and told[0]["to"] == CREATOR.lower() and told[0].get("replyTo") == old["id"]
+    told = notices(relay, agent)  # each refusal's reason, to the creator (up to 3 an hour)
+    assert [(m["to"], m.get("replyTo")) for m in told] == [(CREATOR.lower(), old["id"]), (CREATOR.lower(), ahead["id"])]
     assert "was not taken" in told[0]["content"] and "more than 7 days before my clock" in told[0]["content"]
+    assert "ahead of my clock" in told[1]["content"]
 
 
 def test_an_order_signed_while_the_agent_was_off_for_a_day_is_taken_when_it_starts(cli, home, model, relay) -> None:

@@ -29,6 +29,7 @@ EXTERNAL_DENIED_TOOLS = frozenset({
     # memories that come back unlabelled, as the agent's own: a procedure, a goal note, a trust or a name given to
     # an agent (remember_fact stays open: its fact is stored as from outside and labelled so)
     "save_procedure", "set_goal", "note_about_agent",
+    "forget", "complete_goal",  # nor do they erase what the agent remembers or the goal notes it keeps
 })
 
 

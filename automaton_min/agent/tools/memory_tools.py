@@ -30,7 +30,9 @@ Run = Callable[[ToolContext, dict[str, Any]], str]
 
 
 def _fact_line(fact: Fact) -> str:
-    return f"- [{fact.category}/{fact.key}] {short(fact.value, 500)} (confidence {fact.confidence:.2f}, id {fact.id})"
+    origin = "(from outside, unverified) " if fact.source == EXTERNAL_SOURCE else ""
+    return (f"- {origin}[{fact.category}/{fact.key}] {short(fact.value, 500)} (confidence {fact.confidence:.2f}, "
+            f"id {fact.id})")
 
 
 def _store_refusals(run: Run) -> Run:
@@ -51,6 +53,9 @@ def run_remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
         raise ToolFailure("facts about your creator are not written on behalf of an external message")
     store = SemanticMemory(ctx.db, ctx.now)
     known = store.get_by_key(category, key)
+    if ctx.authority == "external" and known is not None and known.source != EXTERNAL_SOURCE:
+        raise ToolFailure(f"{category}/{key} is a fact of your own: an outsider's word does not replace it (remember "
+                          "it under another key, which is kept as from outside)")
     source = EXTERNAL_SOURCE if ctx.authority == "external" else AGENT_SOURCE  # retrieval labels an outsider's word
     fact = store.remember(category, key, value, source=source, confidence=args.get("confidence", 1.0))
     verb = "Updated" if known is not None else "Remembered"
