@@ -150,3 +150,16 @@ def test_a_clock_set_by_hand_is_believed_when_the_config_says_so(db, clock) -> N
     assert not waiting.reading(db, clock()).trusted
     told = ClockTrust.of(config_from({"name": "ada", "trustSystemClock": True}))
     assert told.reading(db, clock()).trusted and not told.reading(db, EARLIEST_MS - 1).trusted
+
+
+def test_a_clock_that_ran_ahead_cannot_reopen_what_its_expired_keys_guarded(db, agent, relay, clock) -> None:
+    """A clock believed 9 days ahead (trustSystemClock, or a stepped NTP) expires every replay key; put right, the
+    relay serves yesterday's order again under a new id. Staleness counts from the latest time ever seen."""
+    order = from_creator(relay, "pay the supplier", signed_at_ms=clock() - DAY_MS)
+    assert len(poll_into(db, agent, clock).stored) == 1
+    ahead = clock() + 9 * DAY_MS
+    set_value(db, HIGH_WATER_KEY, to_iso(ahead), ahead)
+    poll_into(db, agent, lambda: ahead)  # the keys expire by the clock that ran ahead
+    relay.inject({k: v for k, v in order.items() if k not in ("id", "createdAt")})
+    report = poll_into(db, agent, clock)  # the clock put right
+    assert not report.stored and report.dropped == {"stale": 1}

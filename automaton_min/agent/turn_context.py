@@ -161,7 +161,7 @@ class TurnContextBuilder:
         from automaton_min.goals.events import recent_events
         from automaton_min.goals.text import shown
         from automaton_min.goals.todo import short_todo, todo_block
-        from automaton_min.store.goals import active_goal_origin
+        from automaton_min.store.goals import active_goal_origin, goals
 
         entries = [e for e in WorkingMemory(self.db, self.now).session(AGENT_SESSION) if e.content_type == "goal"]
         lines = []
@@ -176,8 +176,10 @@ class TurnContextBuilder:
         todo = todo_block(self.db)
         if todo:
             lines.append(todo)
+            # the agent's own turns see the active goal's events only: an outsider's goal set aside left its own
+            own = None if outsiders else next(iter(goals(self.db, status="active", limit=1)), None)
             lines += [f"(recent: {shown(event.content, EVENT_CHARS)})" for event in recent_events(
-                self.db, limit=RECENT_GOAL_EVENTS, leave_out=UNSEEN_EVENTS)]
+                self.db, limit=RECENT_GOAL_EVENTS, leave_out=UNSEEN_EVENTS, goal_id=own.id if own else None)]
         return lines
 
     def _idle(self, turn: StoredTurn) -> bool:

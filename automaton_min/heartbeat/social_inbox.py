@@ -53,7 +53,6 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
     if ctx.relay is None:
         return TaskResult("no relay configured (socialRelayUrl is empty)")
     now_ms = ctx.now()
-    approvals.expire(ctx.db, now_ms)
     backoff = _backoff(ctx)
     if isinstance(backoff.get("untilMs"), int) and now_ms < backoff["untilMs"]:
         return TaskResult(f"relay poll skipped: backing off until {to_iso(backoff['untilMs'])}")
@@ -67,6 +66,7 @@ def check_social_inbox(ctx: TaskContext) -> TaskResult:
         delete_value(ctx.db, CLOCK_KEY)
         log.info("the clock is trusted again; polling the relay", extra={"clock": clock.why})
     ctx.clock_trust.note(ctx.db, now_ms)
+    approvals.expire(ctx.db, now_ms)  # by a clock it can believe, like every time this task judges
     creator = ctx.config.get("creatorAddress") if ctx.config is not None else None
     stored, dropped, refused = [], 0, []
     try:

@@ -88,6 +88,8 @@ def turn_reference(turn: StoredTurn, count: Callable[[str], int]) -> CompactRefe
     kind = f"turn:{tools}" if tools else "turn"
     said = " ".join(filter(None, [f"[{turn.input_source or 'input'}] {_flat(turn.input)}" if turn.input else "",
                                   _flat(turn.thinking), "(a tool failed)" if failed else ""]))
+    if turn.external:  # a reference may be folded into the summary every later turn reads: no outsider's words
+        said = "(a turn that answered outsiders)"
     line = reference_line(turn.id, kind, turn.timestamp, said or "(no text)")
     return CompactReference(turn.id, kind, turn.timestamp, line, count(turn_text(turn)), count(line))
 

@@ -84,8 +84,9 @@ def ingest_turn(db: "Database", turn: StoredTurn, now: Clock, *, source: str | N
     senders = [sender] if isinstance(sender, str) else list(sender or ())
     senders = senders if source == "inbox" else []
     classification = classify_turn(turn)
-    from_creator = bool(creator and senders and len(signers) == len(senders)
-                        and all(signer.lower() == creator.lower() for signer in signers))
+    from_creator = bool(creator and senders and len(signers) == len(senders) and not turn.external
+                        and all(signer.lower() == creator.lower() for signer in signers))  # its context held no
+    # outsider's words: a turn of a cycle that read one answers to outsiders, whoever wrote its own messages
 
     def record_episode() -> None:
         summary, detail = episode_text(turn, senders, from_creator)

@@ -66,16 +66,21 @@ HIDDEN: frozenset[str] = frozenset()
 
 
 def _running_names() -> frozenset[str]:
-    """The process names this process can see; ``HIDDEN`` when pid 1 is out of sight (others' processes hidden)."""
+    """The names of the system's daemons (processes whose parent is pid 1: a command's background job has the
+    spawner for parent, so a job named ``chronyd`` does not count); ``HIDDEN`` when pid 1 is out of sight (others'
+    processes hidden)."""
     if not os.path.exists("/proc/1/comm"):
         return HIDDEN
     names = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                names.add(Path(f"/proc/{entry}/comm").read_text(encoding="utf-8").strip())
-            except (OSError, UnicodeDecodeError):
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
                 continue
+            name, _, rest = stat.partition(b" (")[2].rpartition(b") ")
+            if rest.split()[1:2] == [b"1"]:
+                names.add(name.decode("utf-8", "replace"))
     return frozenset(names)
 
 
@@ -112,6 +117,12 @@ class ClockTrust:
         if synced:
             return ClockReading(True, "synchronized")
         return ClockReading(True, "no time service synchronizes it here; believed while it does not go back")
+
+    @staticmethod
+    def latest_seen(db: "Database") -> int | None:
+        """The latest time this agent has seen (within the hour it is written at), or None."""
+        seen = get_value(db, HIGH_WATER_KEY)
+        return from_iso(seen) if seen else None
 
     @staticmethod
     def note(db: "Database", now_ms: int) -> None:

@@ -19,6 +19,7 @@ import orjson
 from automaton_min.social.receive import receive
 from automaton_min.chain.address import is_address
 from automaton_min.clock import from_iso, to_iso
+from automaton_min.observe.clock_trust import ClockTrust
 from automaton_min.social import approvals
 from automaton_min.social.protocol import (
     MAX_CONTENT_CHARS,
@@ -91,8 +92,10 @@ def ingest(db: "Database", result: "PollResult", *, self_address: str, creator_a
     """Check, store and count one poll's messages, then save its cursor; all in one transaction."""
     report = IntakeReport()
     with db.transaction():
+        # staleness counts from the latest time ever seen: a clock that ran ahead expired replay keys by it
+        latest = max(now_ms, ClockTrust.latest_seen(db) or now_ms)
         for message in result.messages:
-            verdict = _check(db, message, self_address.lower(), now_ms)
+            verdict = _check(db, message, self_address.lower(), now_ms, latest)
             if isinstance(verdict, Refused):
                 report.refused.append(verdict)
                 verdict = verdict.reason
@@ -154,8 +157,8 @@ def _text(message: dict[str, Any], *names: str) -> str | None:
     return None
 
 
-def _check(db: "Database", message: dict[str, Any], self_address: str,
-           now_ms: int) -> "_Verified | Refused | str":
+def _check(db: "Database", message: dict[str, Any], self_address: str, now_ms: int,
+           latest_ms: int) -> "_Verified | Refused | str":
     """The verified signer, or why the message is dropped (a ``Refused`` when a genuine signer's time is wrong)."""
     ident, sender, content = _text(message, "id"), _text(message, "from"), message.get("content")
     if not ident or len(ident) > MAX_ID_CHARS or not sender or not is_address(sender) or not isinstance(content, str):
@@ -185,19 +188,20 @@ def _check(db: "Database", message: dict[str, Any], self_address: str,
         if _seen(db, f"social:signed:{verified.digest}") or (
                 verified.nonce and _seen(db, f"social:nonce:{signer}:{verified.nonce}")):
             return "replay"
-        untimely = _untimely(signed_at, now_ms)
+        untimely = _untimely(signed_at, now_ms, latest_ms)
         if untimely:
             return Refused(ident, signer, signed_at, untimely)
     return verified
 
 
-def _untimely(signed_at: str, now_ms: int) -> str | None:
-    """``stale``, ``future`` or None (fresh): the signed time against the agent's clock."""
+def _untimely(signed_at: str, now_ms: int, latest_ms: int) -> str | None:
+    """``stale``, ``future`` or None (fresh): the signed time against the agent's clock (and, for staleness, the
+    latest time it has seen)."""
     try:
         signed = from_iso(signed_at)
     except ValueError:
         return "stale"
-    if signed < now_ms - ACCEPT_WINDOW_MS:
+    if signed < latest_ms - ACCEPT_WINDOW_MS:
         return "stale"
     return "future" if signed > now_ms + MAX_FUTURE_SKEW_MS else None
 

@@ -27,6 +27,7 @@ RATE_LIMIT_SPAWN = "RATE_LIMIT_SPAWN"
 RATE_LIMIT_TOOL = "RATE_LIMIT_TOOL"
 DANGEROUS_PER_HOUR = 60
 SPAWNS_PER_DAY = 3
+OUTSIDERS_SENDS_PER_HOUR = 20  # of the relay's 100 an hour: a stranger's one message cannot take the rest
 
 
 def allowed_count(env: PolicyEnv, tool: str, window_ms: int) -> int:
@@ -69,11 +70,34 @@ def _spawns_daily(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
     return None
 
 
+def _outsiders_sends(request: PolicyRequest, env: PolicyEnv) -> Verdict | None:
+    """Turns answering outsiders send at most ``OUTSIDERS_SENDS_PER_HOUR`` messages an hour between them (this turn's
+    counted by its id: it is stored when it ends)."""
+    if request.authority in ("agent", "creator"):
+        return None
+    try:
+        if env.db is None:
+            raise apsw.CantOpenError("no database")
+        count = int(env.db.scalar(
+            "SELECT COUNT(*) FROM policy_decisions d LEFT JOIN turns t ON t.id = d.turn_id WHERE d.tool_name = ?"
+            " AND d.decision = 'allow' AND d.created_at >= ? AND (d.turn_id = ?"
+            " OR json_extract(t.ending, '$.authority') = 'external')",
+            ("send_message", to_iso(env.now() - HOUR_MS), request.turn_id or ""), default=0))
+    except apsw.Error as exc:
+        return deny(DB_UNAVAILABLE, f"the rate limit cannot be counted ({type(exc).__name__}); refused to be safe")
+    if count >= OUTSIDERS_SENDS_PER_HOUR:
+        return deny(RATE_LIMIT_TOOL, f"answering outsiders, send_message is limited to {OUTSIDERS_SENDS_PER_HOUR} "
+                                     f"per hour; {count} already allowed (the rest of the hour's messages are yours)")
+    return None
+
+
 def rate_rules() -> list[Rule]:
     return [
         Rule("rate.genesis_prompt_daily", PRIORITY, tools("update_genesis_prompt"),
              limit(RATE_LIMIT_GENESIS, 1, DAY_MS, "24 hours"), "the purpose changes at most once a day"),
         Rule("rate.spawn_daily", PRIORITY, tools("spawn_child"), _spawns_daily, "at most 3 children a day"),
+        Rule("rate.outsiders_sends", PRIORITY, tools("send_message"), _outsiders_sends,
+             "turns answering outsiders send at most 20 messages an hour"),
         Rule("rate.dangerous_hourly", PRIORITY, Applies(risks=frozenset({"dangerous"})),
              limit(RATE_LIMIT_TOOL, DANGEROUS_PER_HOUR, HOUR_MS, "hour"), "dangerous tools at most 60 times an hour"),
     ]
