@@ -137,7 +137,9 @@ def test_a_time_service_counts_when_it_runs_or_when_processes_are_hidden_and_its
     assert clock_trust.sync_daemon() is None  # installed, not running
     monkeypatch.setattr(clock_trust, "_running_names", lambda: frozenset({"chronyd"}))
     assert clock_trust.sync_daemon() == "chronyd"
-    monkeypatch.setattr(clock_trust, "_running_names", lambda: clock_trust.HIDDEN)
+    monkeypatch.setattr(clock_trust, "_running_names", lambda: frozenset())  # none seen: the directory is no proof
+    assert clock_trust.sync_daemon() is None
+    monkeypatch.setattr(clock_trust, "_running_names", lambda: None)  # others' processes hidden
     assert clock_trust.sync_daemon() == "chronyd"
     state.rmdir()
     assert clock_trust.sync_daemon() is None

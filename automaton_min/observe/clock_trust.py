@@ -57,20 +57,17 @@ def sync_daemon() -> str | None:
     (ProtectProc=), one whose directories are there. A service installed but not running is none."""
     running = _running_names()
     for name, marks in SYNC_DAEMONS.items():
-        if name in running or (running is HIDDEN and any(Path(mark).is_dir() for mark in marks)):
+        if name in (running or ()) or (running is None and any(Path(mark).is_dir() for mark in marks)):
             return name
     return None
 
 
-HIDDEN: frozenset[str] = frozenset()
-
-
-def _running_names() -> frozenset[str]:
+def _running_names() -> frozenset[str] | None:
     """The names of the system's daemons (processes whose parent is pid 1: a command's background job has the
-    spawner for parent, so a job named ``chronyd`` does not count); ``HIDDEN`` when pid 1 is out of sight (others'
+    spawner for parent, so a job named ``chronyd`` does not count); None when pid 1 is out of sight (others'
     processes hidden)."""
     if not os.path.exists("/proc/1/comm"):
-        return HIDDEN
+        return None
     names = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
