@@ -109,11 +109,13 @@ def tell_refused(ctx: TaskContext, refused: list["Refused"], creator: str | None
     signer would let a stranger spend the agent's outbound messages."""
     from automaton_min.store.children import names_by_address
 
+    if not refused:  # an ordinary poll writes nothing
+        return
     now_ms = ctx.now()
     told = {signer: [at for at in times if isinstance(at, int) and at > now_ms - HOUR_MS]
             for signer, times in json_object(get_value(ctx.db, TOLD_KEY)).items() if isinstance(times, list)}
     answered = {creator.lower()} if creator else set()
-    answered |= set(names_by_address(ctx.db)) if refused else set()
+    answered |= set(names_by_address(ctx.db))
     for refusal in refused:
         if refusal.signer not in answered or len(told.get(refusal.signer, ())) >= TELLS_PER_HOUR:
             continue
