@@ -177,7 +177,8 @@ def test_signed_messages_are_stored_with_their_signer_and_authority(relay, agent
     assert [m.creator for m in report.stored] == [True, False, False] and not report.dropped
     assert [m.signed_by for m in report.stored] == [CREATOR.lower(), STRANGER.lower(), None]
     hooks = AgentHooks(db, config(), None, now=clock, finances=None)
-    assert [a for _, _, a in hooks.claim_inbox(clock())] == ["creator", "external", "external"]
+    assert [a for _, _, a in hooks.claim_inbox(clock())] == ["creator"]  # the creator's first, alone
+    assert [a for _, _, a in hooks.claim_inbox(clock())] == ["external", "external"]
 
 
 def test_forged_stale_replayed_and_oversize_messages_are_dropped_and_counted(relay, agent, clock, db) -> None:

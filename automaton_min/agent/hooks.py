@@ -55,8 +55,8 @@ class AgentHooks:
 
     # -- inbox
     def claim_inbox(self, now_ms: int, *, creator_only: bool = False) -> list[tuple[str, str, str]]:
-        """Messages to read, with their authority; ``creator_only``: only those the creator signed (the others
-        wait)."""
+        """Messages to read, with their authority: the creator's signed ones first, alone (read beside an
+        outsider's, the creator's order would be answered as an outsider's); ``creator_only``: only those."""
         from automaton_min.social.intake import authority_for  # creator only for the creator's verified signature
 
         from automaton_min.social.injection import noted_sender
@@ -64,7 +64,9 @@ class AgentHooks:
         creator = self.config.get("creatorAddress")
         if creator_only and not creator:
             return []
-        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms, signed_by=creator if creator_only else None)
+        claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms, signed_by=creator) if creator else []
+        if not claimed and not creator_only:
+            claimed = inbox.claim(self.db, inbox.CLAIM_BATCH, now_ms=now_ms)
         read = [(m.id, m.content, authority_for(m.signed_by, creator)) for m in claimed]
         read = [(ident, noted_sender(content, SIGNED_CREATOR) if authority == "creator"
                  else noted_sender(content, UNSIGNED_CREATOR) if creator and m.from_address.lower() == creator.lower()
