@@ -165,8 +165,6 @@ class AgentLoop:
                     controls.backoff = 0  # new input: a control's sleep starts short again
                     external = any(m[2] != "creator" for m in messages) or (result.turns > 0 and carried == "external")
                     carried = "external" if external else "agent"  # the creator's messages: as the agent's own
-                    if external:
-                        set_value(self.db, OWN_CYCLE_OWED_KEY, to_iso(self.last_inbox_check_ms), now_ms)
                     if pending is not None:  # the wake-up note goes with the turn's notes; its input is the messages
                         wake_note = pending[0].content
                     pending = (Message("user", "\n\n".join(m[1] for m in messages)), "inbox", carried)
@@ -439,6 +437,8 @@ class AgentLoop:
             insert_turn(self.db, turn)
             if claimed:
                 self.hooks.ack_inbox(claimed, self.now())
+                if turn.external:  # it read an outsider's message: the next cycle is the agent's own
+                    set_value(self.db, OWN_CYCLE_OWED_KEY, turn.timestamp, self.now())
             self.open_turns.close()
         self._uncommitted = None
         crash_point("turn_committed")

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from automaton_min.store.sqlite import columns_of
+
 if TYPE_CHECKING:
     from automaton_min.store.sqlite import Database
 
@@ -96,8 +98,9 @@ def recent_turns(db: "Database", limit: int = 20, *, after: tuple[str, str] | No
     """The newest ``limit`` turns, oldest first; with ``after`` (a turn's ``(timestamp, id)``), only turns that
     came after that one."""
     where, params = ("WHERE timestamp >= ? AND (timestamp > ? OR id > ?)", (after[0], *after)) if after else ("", ())
+    ending = "ending" if "ending" in columns_of(db, "turns") else "NULL"  # a database read before its migration
     rows = db.query(
-        "SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, ending"
+        f"SELECT id, timestamp, state, input, input_source, thinking, tool_calls, token_usage, cost_cents, {ending}"
         f" FROM turns {where} ORDER BY timestamp DESC, id DESC LIMIT ?", (*params, limit))
     turns = []
     for row in reversed(rows):

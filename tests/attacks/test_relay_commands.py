@@ -14,6 +14,7 @@ import json
 import pytest
 
 from automaton_min.chain.wallet import Wallet
+from automaton_min.clock import to_iso
 from automaton_min.heartbeat.retention import prune_all
 from automaton_min.heartbeat.social_inbox import BACKOFF_KEY
 from automaton_min.social.intake import CURSOR_KEY, dropped_counts
@@ -23,7 +24,7 @@ from automaton_min.store.kv import get_value
 from automaton_min.treasury.payees import known_payees
 from standins.loopback_http import Reply
 from standins.social_relay import SocialRelay
-from test_social_relay import (AGENT, AGENT_KEY, STRANGER, agent, config, conway,  # noqa: F401
+from test_social_relay import (AGENT, AGENT_KEY, CREATOR, CREATOR_KEY, STRANGER, agent, config, conway,  # noqa: F401
                                from_creator, hold_transfer, poll_into, relay, run_task)
 
 DAY = 86_400_000
@@ -74,6 +75,8 @@ def read_by_the_agent(db, clock) -> None:
 
 def test_an_old_payee_add_served_again_after_its_replay_key_expired_does_not_undo_a_removal(relay, agent, clock,
                                                                                            db) -> None:
+    """Served again 35 days later, both commands are refused as stale (issue 32: freshness from the signed time);
+    an add signed before the remove but delivered after it is noted as not applied (creator_commands)."""
     add = from_creator(relay, f"payee add {PAYEE}")
     poll_into(db, agent, clock)
     read_by_the_agent(db, clock)
@@ -83,12 +86,18 @@ def test_an_old_payee_add_served_again_after_its_replay_key_expired_does_not_und
     read_by_the_agent(db, clock)
     assert known_payees(db, config()).why_known(PAYEE) is None
     clock.advance(15 * DAY)
-    prune_all(db, config(), clock())  # the processed messages go after 7 days, the replay keys after 30
+    prune_all(db, config(), clock())  # the processed messages go after 7 days, the replay keys after 8
     poll_into(db, agent, clock)
     relay.log += [dict(add), dict(remove)]  # a relay restored from a backup, or a hostile one, serves both again
+    assert poll_into(db, agent, clock).dropped == {"stale": 2}
+    assert known_payees(db, config()).why_known(PAYEE) is None
+    late_add = relay.signed_message(CREATOR_KEY, CREATOR, AGENT, f"payee add {PAYEE}")  # signed now, held back
+    clock.advance(60_000)
+    from_creator(relay, f"payee remove {PAYEE}")
+    poll_into(db, agent, clock)
+    late = relay.inject(late_add)  # delivered after the remove signed later
     poll_into(db, agent, clock)
     assert known_payees(db, config()).why_known(PAYEE) is None
-    noted = db.scalar("SELECT content FROM inbox_messages WHERE id = ?", (add["id"],))
-    assert noted.endswith(f"[automaton-min: add {PAYEE} not applied: signed at {add['signedAt']}, not after the last"
-                          f" command about it ({remove['signedAt']})]")
+    noted = db.scalar("SELECT content FROM inbox_messages WHERE id = ?", (late["id"],))
+    assert noted.endswith("not after the last command about it (" + to_iso(clock()) + ")]")
 
