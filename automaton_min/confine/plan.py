@@ -50,6 +50,21 @@ def interpreter_prefixes() -> list[str]:
     return prefixes
 
 
+def manager_roots(path_dirs: list[str]) -> list[str]:
+    """The roots of the version managers whose shims are on ``PATH`` (pyenv, asdf, rbenv, nodenv keep them in
+    ``<root>/shims``, and a shim runs ``<root>``'s own programs and versions): read and execute only, like the rest
+    of ``PATH``. Only a root that holds versions counts, so shims kept straight in a home open nothing more."""
+    roots = []
+    for raw in path_dirs:
+        if not raw or not os.path.isabs(raw) or os.path.basename(raw.rstrip("/")) != "shims":
+            continue
+        root = os.path.dirname(os.path.realpath(raw))
+        if root not in ("/", os.path.realpath(os.path.expanduser("~"))) and any(
+                os.path.isdir(os.path.join(root, versions)) for versions in ("versions", "installs")):
+            roots.append(root)
+    return roots
+
+
 def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = None) -> Plan:
     """The plan for an agent whose home is ``home``: workspace and ``tmp`` writable, the rest read-only or dropped."""
     home = Path(os.path.realpath(home))
@@ -59,7 +74,7 @@ def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = 
         if entry is not None:
             raise ValueError(f"{writable} would be writable, and it overlaps {entry}, which commands never touch")
     path_dirs = (path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(":")
-    candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *path_dirs, *KERNEL_VIEWS,
+    candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *path_dirs, *manager_roots(path_dirs), *KERNEL_VIEWS,
                   *(os.path.realpath(f) for f in LINKED_FILES)]
     kept: list[Path] = []
     dropped: list[Path] = []
