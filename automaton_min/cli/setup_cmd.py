@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -194,9 +195,17 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
     required = (("name", "Name", "name"), ("genesis_prompt", "Genesis prompt (its purpose)", "genesisPrompt"),
                 ("creator_address", "Creator address (0x...)", "creatorAddress"))
     # A blank answer without a current value reaches the check, which says why it asks again.
-    asked = {field: click.prompt(text, default=answers[field] or "", show_default=bool(answers[field]),
-                                 value_proc=_required(field))
-             for field, text, _ in required if flags[field] is None}
+    asked = {}
+    for field, text, _ in required:
+        if flags[field] is not None:
+            continue
+        if field == "creator_address" and not answers[field]:  # blank: no wallet of one's own yet, perhaps
+            typed = click.prompt(text, default="", show_default=False, value_proc=_blank_or(_required(field)))
+            asked[field] = typed or _offer_creator_wallet() or click.prompt(text, default="", show_default=False,
+                                                                            value_proc=_required(field))
+            continue
+        asked[field] = click.prompt(text, default=answers[field] or "", show_default=bool(answers[field]),
+                                    value_proc=_required(field))
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
         ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),
@@ -214,13 +223,67 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
         if server:
             defaults[field], answering = _show_models(server, optional["openai_api_key"] or current.get("openaiApiKey"),
                                                       defaults[field])
+        if server and not answering and optional[field] is None:  # no model is guessed for a silent server
+            optional[field] = click.prompt(f"{text}, as that server will serve it", value_proc=_checked(key))
         if optional[field] is None:
             default = defaults.get(field, "" if secret else current.get(key, ""))
             optional[field] = _ask(text, default, key, secret=secret, optional=True) or (None if secret else "")
+            if field == "openai_base_url" and optional[field]:  # a server that does not answer is asked again
+                optional[field] = _answering_url(optional[field], optional["openai_api_key"] or
+                                                 current.get("openaiApiKey"))
         if server and answering:
             _try_model(server, optional["openai_api_key"] or current.get("openaiApiKey"),
                        optional[field] or defaults[field])
     return asked
+
+
+CREATOR_HOME = "creator"  # under the user's home, as README's recipe makes it with init
+
+
+def _offer_creator_wallet() -> str | None:
+    """A creator without a wallet: make one (the owner's, in ~/creator), or None to type an address."""
+    from automaton_min.runtime.genesis import init_home
+
+    home = Home(Path.home() / CREATOR_HOME)
+    have = home.wallet_path.is_file()
+    click.echo("The creator is you, the agent's owner: its signed messages are your orders, and only you can approve "
+               "what it asks.")
+    question = (f"Use your creator wallet in {home.root} ?" if have else
+                f"Make a creator wallet for you now? Its key goes to {home.wallet_path} (0600): it is yours, not "
+                "the agent's; keep it there or somewhere safer")
+    if not click.confirm(question, default=True):
+        return None
+    wallet, created = init_home(home)
+    click.echo(f"  {'made' if created else 'found'} {wallet.address}; send the agent orders with: automaton-min "
+               f"--home {home.root} send <agent address> <message>")
+    return wallet.address
+
+
+def _answering_url(url: str, api_key: str | None) -> str:
+    """The model server URL once it answers, asked again while it does not: Enter tries again, "keep" keeps it
+    (the model is then asked, not guessed), "-" is none."""
+    from automaton_min.inference.model_check import server_models
+
+    while url and url != "-":
+        try:
+            server_models(url, api_key)
+            return url
+        except NetworkError as exc:
+            click.echo(f"  {url} does not answer ({exc})")
+        answer = click.prompt("Start the server, then press Enter to try again; or type another URL, keep (to keep "
+                              "this one), or - for none", default=url, show_default=False, value_proc=_url_or_word)
+        if answer == "keep":
+            return url
+        url = answer
+    return ""
+
+
+def _blank_or(check: Callable[[str], str]) -> Callable[[str], str]:
+    return lambda value: "" if not value.strip() else check(value)
+
+
+def _url_or_word(value: str) -> str:
+    return value.strip() if value.strip() in ("-", "keep") else _checked("openaiBaseUrl")(value)
 
 
 def _served_model(url: str, api_key: str | None) -> str | None:

@@ -420,7 +420,7 @@ def interview(*, name="ada", genesis="Earn your keep.", creator=CREATOR, message
 
 def test_interactive_setup_writes_the_config(home):
     answers = interview(message="Hello from your creator.", sandbox="sbx-42", model="llama-3.2-3b",
-                        base_url="http://localhost:11434/v1", openai_key=OPENAI_KEY)
+                        base_url="http://localhost:11434/v1\nkeep", openai_key=OPENAI_KEY)  # kept, not answering
     result = run_detached("setup", input=answers)
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr
@@ -538,11 +538,14 @@ def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_line
         ("Name", "ada"),
         ("Genesis prompt", "Earn your keep."),
         ("Creator address", ""),
+        ("Make a creator wallet for you now?", "n"),
+        ("Creator address", ""),
         ("Creator address", "0x12"),
         ("Creator address", CREATOR),
         ("Message for its first run", ""),
         ("Conway sandbox id", ""),
         ("OpenAI-compatible base URL", f"http://127.0.0.1:{closed}/v1"),
+        ("press Enter to try again", "-"),
         ("OpenAI API key", ""),
         ("Inference model", "gemma-3-270m"),
         ("Anthropic API key", ""),
@@ -552,15 +555,37 @@ def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_line
     lines = transcript.splitlines()
     assert lines[0] == (f"This creates an automaton in {home.root}: automaton.json, SOUL.md, constitution.md and "
                         "state.db; it creates its wallet (wallet.json).")
-    blank = lines.index("Creator address (0x...): ")
+    blank = max(i for i, line in enumerate(lines) if line == "Creator address (0x...): ")
     assert lines[blank + 1] == ("Error: the creator address is required; type your own wallet's 0x address "
                                 "(you own the agent)")
     assert "(got '0x12'); type it again" in lines[blank + 3]
+    assert f"http://127.0.0.1:{closed}/v1 does not answer" in transcript
+    assert "openaiBaseUrl" not in read_json(home.config_path)  # none, as answered: nothing was guessed
     assert "--" not in transcript  # no flag is named inside the wizard
     # The wallet and the migrations are logged at info: not on the terminal during the wizard.
     assert "automaton_min." not in transcript and "applied migration" not in transcript
-    assert lines[-1].startswith("Next, with gemma-3-270m on your own server: automaton-min run")
+    assert lines[-1].startswith("Next, with gemma-3-270m through Conway")  # no server, as answered
     assert home.wallet_path.is_file()
+
+
+def test_a_blank_creator_address_makes_the_owner_a_creator_wallet_and_says_where_its_key_goes(home, tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "owner"))
+    code, transcript = run_in_terminal(("setup",), [
+        ("Name", "ada"), ("Genesis prompt", "Earn your keep."), ("Creator address", ""),
+        ("Make a creator wallet for you now?", "y"), ("Message for its first run", ""), ("Conway sandbox id", ""),
+        ("OpenAI-compatible base URL", ""), ("OpenAI API key", ""), ("Inference model", ""),
+        ("Anthropic API key", ""), ("Conway API key", ""),
+    ])
+    assert code == 0, transcript
+    creator = json.loads((tmp_path / "owner" / "creator" / "wallet.json").read_text())
+    from eth_account import Account
+
+    address = Account.from_key(creator["privateKey"]).address
+    assert read_json(home.config_path)["creatorAddress"].lower() == address.lower()
+    assert f"Its key goes to {tmp_path / 'owner' / 'creator' / 'wallet.json'}" in transcript.replace("\n", " ")
+    assert "it is yours, not the agent's" in transcript and creator["privateKey"][2:] not in transcript
+    assert mode_of(tmp_path / "owner" / "creator" / "wallet.json") == 0o600
 
 
 def test_wizard_on_a_set_up_home_says_it_changes_it(set_up):
