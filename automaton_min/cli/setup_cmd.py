@@ -287,14 +287,15 @@ def _url_or_word(value: str) -> str:
 
 
 def _served_model(url: str, api_key: str | None) -> str | None:
-    """Without --inference-model: the model the server serves, as the wizard offers it (None: it does not answer
-    or lists none, and the default stays)."""
+    """Without --inference-model: the model the server serves, as the wizard offers it (None: it lists none, and
+    the default stays). A server that does not answer is a ``UserError``: no model is guessed for it."""
     from automaton_min.inference.model_check import server_models
 
     try:
         ids = server_models(url, api_key)
-    except NetworkError:
-        return None
+    except NetworkError as exc:
+        raise UserError(f"{url} does not answer ({exc}); start the model server and run setup again, or name its "
+                        "model with --inference-model") from None
     return None if not ids or DEFAULTS["inferenceModel"] in ids else ids[0]
 
 

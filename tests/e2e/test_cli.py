@@ -318,7 +318,7 @@ def test_setup_for_a_local_model_says_run_and_repeats_home(cli, tmp_path):
         f"Next, with gemma-3-270m on your own server: automaton-min --home {other} run (Ctrl-C stops it), and in "
         f"another terminal automaton-min --home {other} logs -f")
     assert "USDC" not in result.stdout and "provision" not in result.stdout
-    # No model named: the one the server lists, as the wizard offers it; a server that does not answer: the default
+    # No model named: the one the server lists, as the wizard offers it; a server that does not answer: refused
     from standins.model_servers import OpenAIServer
 
     with OpenAIServer(mode="llamacpp", models=[{"id": "gemma-served", "object": "model"}]) as server:
@@ -327,7 +327,9 @@ def test_setup_for_a_local_model_says_run_and_repeats_home(cli, tmp_path):
     assert served.stdout.splitlines()[-1].startswith("Next, with gemma-served on your own server: automaton-min")
     unnamed = cli("--home", str(tmp_path / "fourth"), "setup", "--name", "ada", "--genesis-prompt", "Earn.",
                   "--creator-address", CREATOR, "--openai-base-url", "http://127.0.0.1:9/v1", "--yes")
-    assert unnamed.stdout.splitlines()[-1].startswith("Next, with gpt-5.2 on your own server: automaton-min --home")
+    assert unnamed.code == 2 and unnamed.stderr.count("\n") == 1, unnamed.stderr
+    assert "http://127.0.0.1:9/v1 does not answer" in unnamed.stderr and "--inference-model" in unnamed.stderr
+    assert not (tmp_path / "fourth" / "automaton.json").exists()
 
 
 def test_setup_keeps_an_existing_wallet(cli, home):
