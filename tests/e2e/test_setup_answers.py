@@ -105,9 +105,10 @@ def test_the_model_step_says_a_silent_server_and_a_closed_one(home):
     with OpenAIServer(mode="llamacpp") as server:  # llama-cpp-python's answers: no list, no window
         server.script(openai_answer("OK"))
         silent = run_detached("setup", input=interview(base_url=server.url + "/v1", model="gemma"))
-    closed = run_detached("setup", input=interview(base_url=server.url + "/v1", model="gemma"))
+    closed = run_detached("setup", input=interview(base_url=server.url + "/v1\nkeep", model="gemma"))  # kept
     assert silent.code == closed.code == 0, silent.stderr + closed.stderr
     assert "lists no models" in silent.stdout and "gemma answered in" in silent.stdout
     assert "the agent learns it from the server's first refusal of a longer prompt" in silent.stdout
     assert "does not answer" in closed.stdout and "automaton-min doctor" in closed.stdout
+    assert "Inference model, as that server will serve it" in closed.stdout  # asked, not offered
     assert "answered" not in closed.stdout and "Traceback" not in closed.stderr
