@@ -291,6 +291,8 @@ def _served_model(url: str, api_key: str | None) -> str | None:
     the default stays). A server that does not answer is a ``UserError``: no model is guessed for it."""
     from automaton_min.inference.model_check import server_models
 
+    if check_value("openaiBaseUrl", url):  # not a URL at all: the answers' check says so, with its fix
+        return None
     try:
         ids = server_models(url, api_key)
     except NetworkError as exc:
