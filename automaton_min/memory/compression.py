@@ -81,6 +81,11 @@ def turn_text(turn: StoredTurn) -> str:
     return "\n".join(parts)
 
 
+OUTSIDERS_REFERENCE = "(a turn that answered outsiders)"  # what stands for such a turn where the agent's own work reads
+OUTSIDERS_TURN = ("(a turn that answered outsiders: their words and what it did for them are kept out of your own "
+                  "work; they show when you answer outsiders again)")
+
+
 def turn_reference(turn: StoredTurn, count: Callable[[str], int]) -> CompactReference:
     """The compact reference of a turn; its content leads with what the turn did."""
     tools = ",".join(dict.fromkeys(c.name for c in turn.tool_calls))
@@ -89,7 +94,7 @@ def turn_reference(turn: StoredTurn, count: Callable[[str], int]) -> CompactRefe
     said = " ".join(filter(None, [f"[{turn.input_source or 'input'}] {_flat(turn.input)}" if turn.input else "",
                                   _flat(turn.thinking), "(a tool failed)" if failed else ""]))
     if turn.external:  # a reference may be folded into the summary every later turn reads: no outsider's words
-        said = "(a turn that answered outsiders)"
+        said = OUTSIDERS_REFERENCE
     line = reference_line(turn.id, kind, turn.timestamp, said or "(no text)")
     return CompactReference(turn.id, kind, turn.timestamp, line, count(turn_text(turn)), count(line))
 
@@ -143,10 +148,6 @@ def folded_at(db: "Database") -> int | None:
     return at if type(at) is int else None
 
 
-OUTSIDERS_TURN = ("(a turn that answered outsiders: their words and what it did for them are kept out of your "
-                  "own work; they show when you answer outsiders again)")
-
-
 def transcript(turns: Sequence[StoredTurn]) -> str:
     """The folded turns as the summarizer reads them, each part cut short."""
     def cut(text: str | None, limit: int) -> str:
@@ -157,7 +158,7 @@ def transcript(turns: Sequence[StoredTurn]) -> str:
     for turn in turns:
         lines = [f"## {turn.timestamp}"]
         if turn.external:  # the summary is the agent's own: outsiders' words stay in their labelled episodes
-            blocks.append(f"## {turn.timestamp}\n{OUTSIDERS_TURN}")
+            blocks.append("\n".join([*lines, OUTSIDERS_TURN]))
             continue
         if turn.input:
             lines.append(f"input ({turn.input_source or 'input'}): {cut(turn.input, TRANSCRIPT_INPUT)}")

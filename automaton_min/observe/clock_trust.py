@@ -107,10 +107,10 @@ class ClockTrust:
         if service and not synced:
             return ClockReading(False, f"{service} has not synchronized the clock since boot (no battery clock "
                                        "keeps it); relay messages wait until it has (timedatectl timesync-status)")
-        seen = get_value(db, HIGH_WATER_KEY)
-        if not synced and seen and now_ms < from_iso(seen) - SET_BACK_SLACK_MS:
-            return ClockReading(False, f"the clock reads {to_iso(now_ms)}, earlier than {seen}, which this agent "
-                                       "has already seen; relay messages wait until the clock is right")
+        seen = self.latest_seen(db)
+        if not synced and seen is not None and now_ms < seen - SET_BACK_SLACK_MS:
+            return ClockReading(False, f"the clock reads {to_iso(now_ms)}, earlier than {to_iso(seen)}, which this "
+                                       "agent has already seen; relay messages wait until the clock is right")
         if synced:
             return ClockReading(True, "synchronized")
         return ClockReading(True, "no time service synchronizes it here; believed while it does not go back")
@@ -121,9 +121,9 @@ class ClockTrust:
         seen = get_value(db, HIGH_WATER_KEY)
         return from_iso(seen) if seen else None
 
-    @staticmethod
-    def note(db: "Database", now_ms: int) -> None:
+    @classmethod
+    def note(cls, db: "Database", now_ms: int) -> None:
         """Remember ``now_ms`` as seen, at most once an hour (few disk writes)."""
-        seen = get_value(db, HIGH_WATER_KEY)
-        if seen is None or now_ms >= from_iso(seen) + HIGH_WATER_STEP_MS:
+        seen = cls.latest_seen(db)
+        if seen is None or now_ms >= seen + HIGH_WATER_STEP_MS:
             set_value(db, HIGH_WATER_KEY, to_iso(now_ms), now_ms)
