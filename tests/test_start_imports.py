@@ -1,7 +1,7 @@
 """What `status` and `run` load before the first model request: no signing library, no HTTP library, no tokenizer.
 
-eth_keys (with eth_utils and pydantic) comes with the first signature, requests (urllib3, ssl) with the first
-request; tiktoken is only the tests' oracle. Checked in a fresh interpreter's ``sys.modules``, after `status` has run
+eth_keys (with eth_utils and pydantic) is only the tests' oracle (chain/secp256k1.py signs), as tiktoken is;
+requests (urllib3, ssl) comes with the first request. Checked in a fresh interpreter's ``sys.modules``, after `status` has run
 and after everything `run` builds before its loop: the agent (wallet, database, clients, tools, policy, the
 confined sandbox, the start-up money step), the heartbeat scheduler and the banner.
 """

@@ -618,21 +618,27 @@ def test_cli_wallet_errors_never_print_the_key(cli, set_up: Home) -> None:
 # ---------------------------------------------------------------- the stored address
 
 
-def test_a_stored_address_is_taken_without_eth_keys_and_checked_at_the_first_signature(wallet_path: Path,
-                                                                                          clock) -> None:
+def test_a_stored_address_is_taken_without_deriving_and_checked_at_the_first_signature(wallet_path: Path,
+                                                                                       clock) -> None:
+    """Loading takes the stored address as it is (a start derives nothing); the first signature derives the key's
+    address once, and no signing library of anyone else's is imported for it."""
     created = create_wallet(wallet_path, clock)
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from automaton_min.chain.wallet import load_wallet\n"
-        f"wallet = load_wallet(Path({str(wallet_path)!r}), {created.address!r})\n"
-        "print(wallet.address, 'eth_keys' in sys.modules)\n"
+        "from automaton_min.chain import wallet as module\n"
+        "derived = []\n"
+        "real = module.public_key\n"
+        "module.public_key = lambda key: derived.append(1) or real(key)\n"
+        f"wallet = module.load_wallet(Path({str(wallet_path)!r}), {created.address!r})\n"
+        "print(wallet.address, len(derived))\n"
         "wallet.signing_key()\n"
-        "print('eth_keys' in sys.modules)\n"
+        "wallet.signing_key()\n"
+        "print(len(derived), 'eth_keys' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [created.address, "False", "True"]
+    assert out.stdout.split() == [created.address, "0", "1", "False"]
 
 
 def test_a_stored_address_that_is_not_the_keys_signs_nothing(wallet_path: Path, clock) -> None:

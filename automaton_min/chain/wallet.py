@@ -1,7 +1,7 @@
 """The agent's EVM wallet: one secp256k1 key in ``wallet.json`` (README: The home directory).
 
 The key lives only inside a ``Wallet``, which never renders it (``repr``, ``str``, errors, logs). The address is
-derived (eth_keys) at setup and stored; a wallet loaded with it is checked against its key at its first signature.
+derived at setup and stored; a wallet loaded with it is checked against its key at its first signature.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from pathlib import Path
 import orjson
 
 from automaton_min.chain.address import address_from_public_key, is_address
+from automaton_min.chain.secp256k1 import N as SECP256K1_ORDER
+from automaton_min.chain.secp256k1 import public_key
 from automaton_min.clock import Clock, system_now, to_iso
 from automaton_min.errors import WalletError
 from automaton_min.fileio import atomic_write, file_mode, open_to_others
 from automaton_min.log import get_logger, register_secret
 
-SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 
 _PRIVATE_KEY = re.compile(r"0x[0-9a-fA-F]{64}")  # used with fullmatch: `$` would let a trailing newline through
 
@@ -69,10 +70,8 @@ class Wallet:
 
 
 def derive_address(key: bytes) -> str:
-    """The checksummed address of a private key (imports eth_keys)."""
-    from eth_keys import keys
-
-    return address_from_public_key(keys.PrivateKey(key).public_key.to_bytes())
+    """The checksummed address of a private key."""
+    return address_from_public_key(public_key(key))
 
 
 def new_private_key() -> bytes:
