@@ -16,7 +16,6 @@ log = get_logger(__name__)
 RESERVE_NAME = ".disk-reserve"
 RESERVE_BYTES = 4 << 20
 LOW_INODES = 64  # fewer free than this, and the disk counts as full: SQLite and the runtime must create files
-_CHUNK = 1 << 20
 
 
 def _mb(size: int) -> str:
@@ -59,12 +58,14 @@ class DiskReserve:
             return False
         partial = self.path.with_name(RESERVE_NAME + ".partial")
         try:
-            with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as handle:
-                zeros = bytes(_CHUNK)
-                for start in range(0, self.size, _CHUNK):
-                    handle.write(zeros[: min(_CHUNK, self.size - start)])
-                handle.flush()
-                os.fsync(handle.fileno())
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                # Blocks allocated, nothing written: the filesystem holds them (st_blocks) without an SD card's
+                # writes (glibc writes them only where the filesystem cannot allocate).
+                os.posix_fallocate(fd, 0, self.size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(partial, self.path)
         except OSError as exc:
             partial.unlink(missing_ok=True)

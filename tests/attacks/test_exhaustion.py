@@ -6,6 +6,9 @@ must survive each one, keep taking turns, and stop with exit 0.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from attack_kit import finish, turn
@@ -13,6 +16,7 @@ from attack_kit import model  # noqa: F401 (fixtures)
 from machine_kit import Cgroup, SmallDisk, agent_run, asleep_then_stopped, exec_results, set_up_home
 from automaton_min.confine.landlock import abi_version
 from automaton_min.home import Home
+from automaton_min.store.disk_reserve import RESERVE_BYTES, RESERVE_NAME
 
 pytestmark = pytest.mark.skipif(abi_version() < 1, reason="this kernel has no Landlock")
 
@@ -137,3 +141,35 @@ def test_a_home_left_without_inodes_is_one_line_at_start(cli, model, small_home)
     result = cli("run", env={"AUTOMATON_HOME": str(home.root)})
     assert result.code != 0 and "is full" in result.stderr and "inodes" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "chown" not in result.stderr
+
+
+def _tree_written_bytes(pid: int) -> int:
+    """``write_bytes`` (what was dirtied for block storage) of ``pid`` and every process under it."""
+    total = int(next(line.split()[1] for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+                     if line.startswith("write_bytes:")))
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        total += sum(_tree_written_bytes(int(child)) for child in (task / "children").read_text().split())
+    return total
+
+
+def test_the_disk_reserve_holds_its_blocks_without_writing_them(cli, home, model) -> None:
+    """The running service's reserve is allocated (its blocks counted in st_blocks) but never written: an SD card
+    is spared 4 MiB of zeros at every start."""
+    if _on_tmpfs(home.root.parent):
+        pytest.skip("the home is on tmpfs, whose writes the kernel does not count")
+    set_up_home(cli, home, model)
+    model.script(finish())
+    with agent_run(home.root) as run:
+        run.wait_for('"msg":"asleep"', timeout_s=120)
+        reserve = (home.root / RESERVE_NAME).stat()
+        written = _tree_written_bytes(run.proc.pid)
+    assert reserve.st_size == RESERVE_BYTES
+    assert reserve.st_blocks * 512 >= RESERVE_BYTES
+    assert written < RESERVE_BYTES, f"{written} bytes written by a start that should write well under 4 MiB"
+
+
+def _on_tmpfs(path: Path) -> bool:
+    mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
+    best = max((m for m in mounts if str(path).startswith(m[1].rstrip("/") + "/") or str(path) == m[1]),
+               key=lambda m: len(m[1]))
+    return best[2] == "tmpfs"
