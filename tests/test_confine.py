@@ -562,3 +562,15 @@ def _a_dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_a_workspace_holding_the_programs_own_files_is_refused(tmp_path: Path) -> None:
+    """A command able to write the code the daemon runs (the package, its virtualenv, a binary's unpacked bundle)
+    could change what the agent runs next, outside any confinement: such a workspace is refused with the fix."""
+    from automaton_min.confine.plan import own_program_paths
+    from automaton_min.errors import UserError
+
+    program = own_program_paths()[0]
+    with pytest.raises(UserError, match="runs from .* inside it"):
+        make_plan(tmp_path / "home", program.parent, tmp_path / "tmp")
+    make_plan(tmp_path / "home", tmp_path / "workspace", tmp_path / "tmp")  # elsewhere: fine

@@ -122,8 +122,8 @@ def test_sigterm_stops_a_daemon_busy_with_its_events_every_time() -> None:
 
 
 def test_a_stop_signal_repeated_at_once_is_the_same_stop(monkeypatch) -> None:
-    """Ctrl-C reaches the one-file binary's bootloader and its child together, and the bootloader forwards it: the
-    child sees two SIGINTs at once, which must not be the "exit now" second signal."""
+    """Two SIGINTs at once (a terminal's Ctrl-C, and a parent such as a PyInstaller one-file bootloader forwarding
+    it) must not be the "exit now" second signal."""
     import os
     import signal as signals_module
 

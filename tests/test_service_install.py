@@ -66,7 +66,8 @@ def root(tmp_path: Path) -> Path:
 def test_the_unit_install_writes_is_the_checked_in_unit():
     assert install.render_unit(install.SERVICE_BINARY) == CHECKED_IN_UNIT.read_text()
     text = CHECKED_IN_UNIT.read_text()
-    for line in ("Type=notify", "NotifyAccess=all", "StateDirectory=automaton", "RuntimeDirectory=automaton",
+    for line in ("Type=notify", "NotifyAccess=main", "StateDirectory=automaton", "RuntimeDirectory=automaton",
+                 "CacheDirectory=automaton", "CacheDirectoryMode=0700",
                  "Environment=TMPDIR=/run/automaton", "KillMode=mixed", "UnsetEnvironment=WATCHDOG_PID",
                  "SystemCallFilter=@system-service @mount landlock_create_ruleset landlock_add_rule "
                  "landlock_restrict_self adjtimex", "RestrictNamespaces=user mnt",

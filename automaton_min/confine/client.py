@@ -74,12 +74,8 @@ def spawner_env() -> dict[str, str]:
 
 
 def running_binary() -> str:
-    """A path to the file this frozen process runs: its own path, or after an update swapped a new binary in there,
-    the previous binary's (the same file under its second name)."""
-    from automaton_min.update.swap import previous_of, runs_from
-
-    return next((path for path in (sys.executable, str(previous_of(Path(sys.executable)))) if runs_from(path)),
-                "/proc/self/exe")
+    """The program this frozen process runs: the unpacked bundle's executable, which stays while it runs."""
+    return sys.executable
 
 
 # Landlock before ABI 6 does not scope signals: the seccomp filter (when it holds) keeps them from the agent's own

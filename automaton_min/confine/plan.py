@@ -1,7 +1,7 @@
 """What a confined command may touch (README: Security): the one list both confinement methods enforce.
 
 A read-only path that holds the home or lies inside it is dropped, whatever ``PATH`` says; a workspace or temp dir
-that overlaps one of the home's protected entries is refused.
+that overlaps one of the home's protected entries, or holds the program's own files, is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections import namedtuple
 from pathlib import Path
 
 from automaton_min.confine.protected import protected_paths
+from automaton_min.errors import UserError
 
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 KERNEL_VIEWS = ("/proc", "/sys")
@@ -50,6 +51,14 @@ def interpreter_prefixes() -> list[str]:
     return prefixes
 
 
+def own_program_paths() -> list[Path]:
+    """Where this program's own code lies: the frozen binary's unpacked bundle, or the package and its virtualenv."""
+    if getattr(sys, "frozen", False):
+        return [Path(os.path.realpath(os.path.dirname(sys.executable)))]
+    package = Path(os.path.realpath(__file__)).parents[1]
+    return [package, Path(os.path.realpath(sys.prefix))]
+
+
 def manager_roots(path_dirs: list[str]) -> list[str]:
     """The roots of the version managers whose shims are on ``PATH`` (pyenv, asdf, rbenv, nodenv keep them in
     ``<root>/shims``, and a shim runs ``<root>``'s own programs and versions): read and execute only, like the rest
@@ -73,6 +82,11 @@ def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = 
         entry = next((e for e in protected_paths(home) if _overlaps(writable, e)), None)
         if entry is not None:
             raise ValueError(f"{writable} would be writable, and it overlaps {entry}, which commands never touch")
+        program = next((p for p in own_program_paths() if p == writable or writable in p.parents), None)
+        if program is not None:
+            raise UserError(f"{writable} would be writable, and this program runs from {program} inside it: a "
+                             "command could change what the agent runs next; use a workspace outside it (or, for "
+                             "the binary, set AUTOMATON_UNPACK_DIR to a folder outside it)")
     path_dirs = (path_env if path_env is not None else os.environ.get("PATH", os.defpath)).split(":")
     candidates = [*SYSTEM_TREES, *interpreter_prefixes(), *path_dirs, *manager_roots(path_dirs), *KERNEL_VIEWS,
                   *(os.path.realpath(f) for f in LINKED_FILES)]

@@ -72,9 +72,13 @@ def unit_path(root: Path) -> Path:
 
 
 def detect_binary() -> str | None:
-    """This binary when frozen (PyInstaller), else ``automaton-min`` on PATH or beside this interpreter."""
+    """The one-file binary this process was started from when frozen, else ``automaton-min`` on PATH or beside this
+    interpreter."""
     if getattr(sys, "frozen", False):
-        return os.path.abspath(sys.executable)
+        from automaton_min.update.baked import launched_from
+
+        binary = launched_from()
+        return str(binary) if binary is not None else None
     found = shutil.which("automaton-min")
     if found:
         return os.path.abspath(found)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from automaton_min.update.manifest import Artifact
 
 STATES = ("swapped", "started", "rolled-back")
+HEAD_BYTES = 1024  # the one-file binary's head names its archive's sha256 within its first lines
 
 
 @dataclass(frozen=True)
@@ -33,20 +34,21 @@ class Marker:
 
 
 def runs_from(path: Path | str) -> bool | None:
-    """``path`` is the file this process runs (None: cannot tell). /proc/self/exe is opened, not stat'ed: under
-    qemu-user (build/aarch64.sh) a stat of the link finds qemu itself, an open the program."""
-    try:
-        with open("/proc/self/exe", "rb") as running_file:
-            running = os.fstat(running_file.fileno())
-    except OSError:
+    """``path`` still holds the one-file binary this process was started from (None: cannot tell): its head names
+    the same archive. A swapped-in binary, or the previous one an owner put back, names another."""
+    from automaton_min.update.baked import ONEFILE_ID_ENV
+
+    started = os.environ.get(ONEFILE_ID_ENV)
+    if not started:
         return None
     try:
-        there = os.stat(path)
+        with open(path, "rb") as binary:
+            head = binary.read(HEAD_BYTES)
     except FileNotFoundError:
         return False
     except OSError:
         return None
-    return (there.st_dev, there.st_ino) == (running.st_dev, running.st_ino)
+    return f"\nID={started}\n".encode("ascii") in head
 
 
 def previous_of(binary: Path) -> Path:

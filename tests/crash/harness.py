@@ -4,7 +4,7 @@
 Used by ``tests/crash/test_crash_consistency.py`` (bounded, in CI), the same tests against the one-file binary (CI sets
 ``AUTOMATON_BINARY``: ``conftest.program()``) and ``tests/bench/bench_crash.py`` (long run).
 Each run is a new session (process group) and a random kill hits the whole group, as a power cut or systemd's
-final SIGKILL does: the one-file binary is a bootloader parent with the Python runtime as its child.
+final SIGKILL does.
 The model is scripted to keep the agent busy: every answer uses tools (exec, write_file, remember_fact), never
 sleep; the harness puts inbox messages in ``state.db`` between runs so turns have messages to process.
 """
@@ -84,8 +84,8 @@ class Harness:
         env = {k: v for k, v in (os.environ if self.base_env is None else self.base_env).items()
                if k != "AUTOMATON_CRASH_AT"}
         env["AUTOMATON_HOME"] = str(self.home_root)
-        # The one-file binary unpacks itself into TMPDIR, and a killed one cannot clean up: keep that next to the
-        # home, where the test's own clean-up removes it (systemd's RuntimeDirectory does the same for the unit).
+        # The commands' temp dirs (and, where the cache cannot be written, the one-file binary's unpacked copy) go to
+        # TMPDIR, and a killed run cannot clean up: keep that next to the home, where the test's clean-up removes it.
         scratch = self.home_root.parent / "tmp"
         scratch.mkdir(exist_ok=True)
         env["TMPDIR"] = str(scratch)

@@ -1,9 +1,8 @@
 """One Ctrl-C on a terminal stops ``automaton-min run`` gracefully: the turn under way finishes, exit 0.
 
 The run is the session leader of a pseudo-terminal, as in a shell; Ctrl-C is the byte the terminal turns into
-SIGINT for the whole foreground process group (the one-file binary's bootloader and its Python child both get it,
-and the bootloader forwards it once more). ``conftest.program()`` is the source tree, or the binary in CI's binary
-pass.
+SIGINT for the whole foreground process group (the daemon: its confined spawner has a session of its own).
+``conftest.program()`` is the source tree, or the binary in CI's binary pass.
 """
 
 from __future__ import annotations
