@@ -212,6 +212,7 @@ RULES: dict[str, Rule] = {
     "anthropicApiKey": _text(1000),
     "registeredWithConway": _boolean,
     "unconfinedExec": _boolean,
+    "localOnly": _boolean,  # no social relay, no RPC node: no balance read, nothing paid (local_only below)
     "trustSystemClock": _boolean,  # observe/clock_trust.py: believe the clock without NTP (set by hand, an RTC)
     "shutdownGraceSeconds": _integer(1, 600),
     "execConfinement": _choice("auto", "landlock", "namespace"),
@@ -373,6 +374,28 @@ def load_config(home: Home, environ: Mapping[str, str] | None = None) -> Config:
                 raise ConfigError(f"environment variable {env_name} ({key}): {problem}; fix or unset it")
             values[key] = environ[env_name]
     return Config(stored=stored, values=values)
+
+
+LOCAL_ONLY_ON = "automaton-min config set localOnly true"
+LOCAL_ONLY_OFF = "automaton-min config set localOnly false"
+# Said where a local-only agent refuses to pay (treasury/payer.py): it cannot read its balance, so it signs nothing.
+LOCAL_ONLY_NO_PAYMENTS = ("the agent is local only (localOnly is true): no RPC node reads its balance, so nothing is "
+                          f"signed or paid; the owner turns payments back on with: {LOCAL_ONLY_OFF}")
+
+LOCAL_ONLY_NO_RELAY = ("the agent is local only (localOnly is true): there is no social relay, so no message leaves or "
+                       f"arrives; the owner turns it back on with: {LOCAL_ONLY_OFF}")
+
+
+def local_only(config: Any) -> bool:
+    """``localOnly`` is on: the agent uses no social relay and no RPC node (README: Local model, no money)."""
+    return config is not None and config.get("localOnly") is True
+
+
+def relay_url(config: Any) -> str | None:
+    """``socialRelayUrl`` when a relay is in use, else None (empty, or a local-only agent)."""
+    if config is None or local_only(config):
+        return None
+    return (config.get("socialRelayUrl") or "").strip() or None
 
 
 def config_from(data: Mapping[str, Any]) -> Config:

@@ -11,6 +11,10 @@ from automaton_min.heartbeat.parts import BACKOFF_MAX_MS, PartStates, backoff_ms
 from standins.loopback_http import LoopbackServer
 
 
+LOCAL_ONLY_HINT = ("to run local only (no social relay, no RPC node, nothing paid): automaton-min config set localOnly"
+                   " true")
+
+
 def closed_port_url() -> str:
     with socket.socket() as spare:
         spare.bind(("127.0.0.1", 0))
@@ -36,7 +40,8 @@ def test_the_probe_marks_what_does_not_answer_without_a_log_line_and_the_banner_
             probe(states, db, clock())
         assert len(relay.requests) == 1
     assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
-    assert states.banner() == f"the Conway API off (no conwayApiKey); the RPC node unreachable at {closed} (rpcUrl)"
+    assert states.banner() == (f"the Conway API off (no conwayApiKey); the RPC node unreachable at {closed} (rpcUrl);"
+                               f" {LOCAL_ONLY_HINT}")
     stored = stored_states(db, config_from({"socialRelayUrl": relay.url, "rpcUrl": closed}))
     assert {name: s["state"] for name, s in stored.items()} == {"conway": "off", "relay": "on", "rpc": "unreachable"}
     assert stored["rpc"]["failures"] == 1 and stored["rpc"]["nextTryAt"]
@@ -66,15 +71,18 @@ def test_status_forgets_an_unreachable_part_whose_url_changed_since(db, clock) -
     assert off["relay"]["state"] == "off"
 
 
-def test_an_unreachable_relay_is_said_with_how_to_turn_it_off_and_the_rpc_node_without(db, clock) -> None:
+def test_an_unreachable_relay_is_said_with_how_to_turn_it_off_and_the_rpc_node_with_local_only(db, clock) -> None:
     states = PartStates({"conway": None, "relay": "http://127.0.0.1:9", "rpc": "http://127.0.0.1:8"})
-    states.unreachable(db, "rpc", "refused", clock(), say=False)
-    assert "to turn" not in states.banner()  # the RPC node cannot be off
     states.unreachable(db, "relay", "refused", clock(), say=False)
     assert states.banner() == ("the Conway API off (no conwayApiKey); the social relay unreachable at"
+                               " http://127.0.0.1:9 (socialRelayUrl); to turn the social relay off: automaton-min"
+                               ' config set socialRelayUrl ""')
+    states.unreachable(db, "rpc", "refused", clock(), say=False)  # local only turns both off: one hint
+    assert states.banner() == ("the Conway API off (no conwayApiKey); the social relay unreachable at"
                                " http://127.0.0.1:9 (socialRelayUrl); the RPC node unreachable at http://127.0.0.1:8"
-                               ' (rpcUrl); to turn the social relay off: automaton-min config set socialRelayUrl ""')
+                               f" (rpcUrl); {LOCAL_ONLY_HINT}")
     stored = stored_states(db, config_from({"socialRelayUrl": "http://127.0.0.1:9", "rpcUrl": "http://127.0.0.1:8"}))
-    assert turn_off_hint(stored) == 'to turn the social relay off: automaton-min config set socialRelayUrl ""'
+    assert turn_off_hint(stored) == LOCAL_ONLY_HINT
     states.answered(db, "relay", clock())
-    assert "to turn" not in states.banner()
+    states.answered(db, "rpc", clock())
+    assert "to " not in states.banner()

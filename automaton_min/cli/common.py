@@ -35,6 +35,12 @@ def load_config_for(ctx: click.Context) -> Config:
     return config
 
 
+def quiet_logs(ctx: click.Context) -> None:
+    """Warnings and errors only, unless ``--log-level`` was given: the command's own lines say what it did."""
+    if not ctx.find_root().obj.get("log_level"):
+        configure_logging("warning", sys.stderr)
+
+
 def emit_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout; no control character raw (orjson leaves DEL and C1 as they are)."""
     click.echo("\n".join(map(printable, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode().split("\n"))))

@@ -123,6 +123,9 @@ def _change(ctx: click.Context, key: str, new: Any, *, raw: str | None) -> dict[
     override = next((env for env, name in _env_overrides().items() if name == key and os.environ.get(env)), None)
     if override:
         notes.append(f"{override} is set in this environment and overrides {key} for commands run with it")
+    if key == "localOnly" and after is True and changed:
+        notes.append("local only: no social relay and no RPC node; the agent reads no balance, pays nothing and gets "
+                     "no messages (automaton-min config set localOnly false undoes it)")
     if secret and new is not _MISSING and mode & 0o077:
         notes.append(f"{path} is readable by others (mode {mode:04o}); run: chmod 600 {path}")
     return {

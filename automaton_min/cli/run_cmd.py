@@ -50,7 +50,7 @@ def _run(ctx: click.Context) -> None:
     home.require()
     config = load_config(home)
     configure_logging(ctx.find_root().obj.get("log_level") or config.get("logLevel", "info"), sys.stdout)
-    log.info("start-up step done", extra={"step": "config"})
+    log.debug("start-up step done", extra={"step": "config"})
     require_writable(home, db_path(home, config))
     lock = RunLock(home)
     lock.acquire()

@@ -8,12 +8,11 @@ from typing import Any, Callable
 
 import click
 
-from automaton_min.cli.common import emit_json, emit_rows, home_of, secret_input, with_home
-from automaton_min.config import DEFAULTS, Config, check_value, load_config
+from automaton_min.cli.common import emit_json, emit_rows, home_of, quiet_logs, secret_input, with_home
+from automaton_min.config import DEFAULTS, Config, check_value, load_config, local_only
 from automaton_min.errors import UserError
 from automaton_min.home import Home
 from automaton_min.net.http import NetworkError
-from automaton_min.log import configure_logging
 from automaton_min.runtime.genesis import (SetupAnswers, answer_problem, detect_sandbox_id, existing_config_values,
                                            setup_agent)
 
@@ -61,6 +60,8 @@ def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: b
 @click.option("--conway-api-key", help="Conway API key: - reads it from standard input.")
 @click.option("--openai-api-key", help="OpenAI (or compatible server) API key: - reads it from standard input.")
 @click.option("--anthropic-api-key", help="Anthropic API key: - reads it from standard input.")
+@click.option("--local-only/--no-local-only", "local_only", default=None,
+              help="Local only: no social relay and no RPC node; it reads no balance and pays nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Ask nothing: use the flags, the current config and the defaults.")
 @click.option("--genesis", "genesis_file", type=click.Path(dir_okay=False),
               help="A parent's genesis.json: its name, purpose and message, with the parent as the creator.")
@@ -83,8 +84,7 @@ def command(ctx: click.Context, genesis_prompt_file, genesis_file: str | None, y
         "creator_address": flags["creator_address"] or current.get("creatorAddress"),
     }
     optional = {k: v for k, v in flags.items() if k not in answers}
-    if not yes and not ctx.find_root().obj.get("log_level"):
-        configure_logging("warning", sys.stderr)  # the wizard's own lines say what happened; no log dump at its end
+    quiet_logs(ctx)  # its own lines say what happened (the wallet, the files); --log-level shows the log too
     if yes:
         missing = [flag for key, flag in REQUIRED if not answers[key]]
         if missing:
@@ -107,10 +107,13 @@ def command(ctx: click.Context, genesis_prompt_file, genesis_file: str | None, y
                    "walletCreated": result.wallet_created, "written": result.written})
         return
     click.echo(f"{result.name} is set up in {result.home}")
+    config = load_config(home)
     emit_rows([("address", result.address), ("wallet", "created" if result.wallet_created else "kept"),
-               ("wrote", ", ".join(result.written))])
+               ("wrote", ", ".join(result.written)),
+               *((("local only", "yes: no social relay, no RPC node; it reads no balance and pays nothing"),)
+                 if local_only(config) else ())])
     if ctx.parent is ctx.find_root():  # not the wizard that `run` starts before it goes on
-        click.echo(with_home(next_step(load_config(home), result.address), ctx))
+        click.echo(with_home(next_step(config, result.address), ctx))
 
 
 GENESIS_KEYS = ("name", "genesisPrompt", "creatorMessage", "parentAddress", "constitutionHash", "chainType",
@@ -184,7 +187,8 @@ def next_step(config: Config, address: str) -> str:
         return f"Next, with {model_id} on your own server: {start}"
     if kind in ("openai", "anthropic"):
         return f"Next, with {model_id} on your {kind} key: {start}"
-    fund = f"fund {address} with USDC on Base (it pays for its model)"
+    fund = (f"fund {address} with USDC on Base (it pays for its model)" if not local_only(config) else
+            "buy its credits yourself (a local-only agent pays nothing)")
     provision = "" if kind == "conway" else "automaton-min provision (a Conway API key), "
     return f"Next, with {model_id} through Conway: {provision}{fund}, then {start}"
 
@@ -234,7 +238,22 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
         if server and answering:
             _try_model(server, optional["openai_api_key"] or current.get("openaiApiKey"),
                        optional[field] or defaults[field])
+    if optional["local_only"] is None:
+        optional["local_only"] = _ask_local_only(optional, current)
     return asked
+
+
+def _ask_local_only(optional: dict[str, Any], current: dict[str, Any]) -> bool:
+    """The one local-only question. Enter keeps the current choice; on a new home it takes yes for a model server of
+    one's own without a Conway key (nothing to pay, no one to talk to), else no."""
+    if isinstance(current.get("localOnly"), bool):
+        default = current["localOnly"]
+    else:
+        own_server = optional["openai_base_url"] or current.get("openaiBaseUrl") or current.get("ollamaBaseUrl")
+        default = bool(own_server) and not (optional["conway_api_key"] or current.get("conwayApiKey"))
+    click.echo("Local only means no social relay and no RPC node: the agent then reads no balance, pays nothing and "
+               "gets no messages.")
+    return click.confirm("Local only?", default=default)
 
 
 CREATOR_HOME = "creator"  # under the user's home, as README's recipe makes it with init

@@ -174,7 +174,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("tier", _tier(info)),
         ("credits", _known(info["creditsCents"], info["creditsAt"], lambda cents: f"${cents / 100:.2f}")
          or ("off (no conwayApiKey)" if _conway_off(info) else None)),
-        ("USDC", _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
+        ("USDC", "off (local only)" if info["localOnly"] else _known(info["usdcAtomic"], info["usdcAt"], format_usdc)),
         ("last error",
          f"{info['lastError']['message']} (at {info['lastError'].get('at')})" if info["lastError"] else None),
         ("distress", _distress(info["lastDistress"])),
@@ -185,6 +185,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
         ("relay dropped", ", ".join(f"{k} {v}" for k, v in sorted(info["relayDropped"].items())) or None),
         ("relay refused", _refused(info["relayRefused"])),
         ("clock", "trusted: " + info["clock"]["why"] if info["clock"]["trusted"]
+         else "not needed while local only: " + info["clock"]["why"] if info["localOnly"]
          else "NOT trusted: " + info["clock"]["why"]),
         ("heartbeat", _heartbeat(info["heartbeat"])),
         ("remote parts", _parts(info["parts"])),

@@ -21,5 +21,11 @@ def command(ctx: click.Context, network: str, as_json: bool) -> None:
     if as_json:
         emit_json(report)
         return
+    if report.get("localOnly"):
+        from automaton_min.config import LOCAL_ONLY_OFF
+
+        emit_rows([("address", report["address"]),
+                   ("USDC", f"not read: local only (no RPC node); to read it: {LOCAL_ONLY_OFF}")])
+        return
     emit_rows([("address", report["address"]), ("USDC", f"{report['usdc']} on {report['network']}"),
                ("rpc", report["rpcUrl"])])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from automaton_min.config import relay_url
 from automaton_min.heartbeat.task_api import TaskContext, TaskFunction, TaskResult
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def children_tasks(build: "Build") -> dict[str, TaskFunction]:
         for child in list_children(ctx.db):
             if child.status in WATCHED:
                 lines.append(tend(ctx.db, ctx.conway, child, conway_api_url=ctx.config.get("conwayApiUrl")
-                                  or DEFAULT_API_URL, relay_url=ctx.config.get("socialRelayUrl") or None,
+                                  or DEFAULT_API_URL, relay_url=relay_url(ctx.config),
                                   now_ms=ctx.now()))
         unhealthy = sum(1 for child in list_children(ctx.db) if child.status == "unhealthy")
         if ctx.metrics is not None:

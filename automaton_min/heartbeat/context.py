@@ -9,6 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from automaton_min.clock import Clock, system_now
+from automaton_min.config import local_only
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.observe.clock_trust import ClockTrust
 
@@ -40,7 +41,7 @@ class ContextFactory:
 
             conway = ConwayClient(self.config.get("conwayApiUrl"), self.config.get("conwayApiKey"), db=db, now=self.now)
         usdc = topup = None
-        if self.wallet is not None:
+        if self.wallet is not None and not local_only(self.config):  # local only: no RPC node, nothing paid
             usdc, topup = self._money(db)
         tier = self.tier_of(db) if self.tier_of else known_tier(db, self.config)
         return TaskContext(db=db, config=self.config, home=self.home, now=self.now, tier=tier,

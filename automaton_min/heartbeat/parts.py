@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from automaton_min.clock import to_iso
+from automaton_min.config import LOCAL_ONLY_ON, local_only, relay_url
 from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, json_object, set_json
 
@@ -25,9 +26,12 @@ PROBE_TIMEOUT_S = 3.0
 LABELS = {"conway": "the Conway API", "relay": "the social relay", "rpc": "the RPC node"}
 URL_SETTINGS = {"conway": "conwayApiUrl", "relay": "socialRelayUrl", "rpc": "rpcUrl"}
 OFF_BECAUSE = {"conway": "no conwayApiKey", "relay": "socialRelayUrl is empty"}
-TASK_PARTS = {"check_credits": "conway", "check_social_inbox": "relay"}  # tasks with nothing to do while it is off
+LOCAL_ONLY = "local only"  # why the relay and the RPC node are off when localOnly is true
+# Tasks with nothing to do while their part is off (the RPC node is off only for a local-only agent).
+TASK_PARTS = {"check_credits": "conway", "check_social_inbox": "relay", "check_usdc_balance": "rpc",
+              "reconcile_payments": "rpc"}
 # How to turn off a part the agent can do without (a local-only agent needs no relay), said where it is unreachable.
-TURN_OFF = {"relay": 'automaton-min config set socialRelayUrl ""'}
+TURN_OFF = {"relay": 'automaton-min config set socialRelayUrl ""', "rpc": LOCAL_ONLY_ON}
 
 
 def describe(name: str) -> str:
@@ -36,13 +40,22 @@ def describe(name: str) -> str:
 
 
 def parts_of(config: "Config") -> dict[str, str | None]:
-    """Each part's URL as ``config`` sets it, None when off; the RPC node is never off (the public Base node)."""
+    """Each part's URL as ``config`` sets it, None when off; the RPC node is off only for a local-only agent (else
+    ``rpcUrl`` or the public Base node)."""
     from automaton_min.chain.usdc import BASE
     from automaton_min.chain.usdc import rpc_url
 
+    alone = local_only(config)
     return {"conway": config.get("conwayApiUrl") if config.get("conwayApiKey") else None,
-            "relay": (config.get("socialRelayUrl") or "").strip() or None,
-            "rpc": rpc_url(config, BASE)}
+            "relay": relay_url(config),
+            "rpc": None if alone else rpc_url(config, BASE)}
+
+
+def off_reasons(config: "Config") -> dict[str, str]:
+    """Why each part that ``config`` turns off is off."""
+    alone = local_only(config)
+    return {name: LOCAL_ONLY if alone and name in ("relay", "rpc") else OFF_BECAUSE.get(name, "not configured")
+            for name, url in parts_of(config).items() if url is None}
 
 
 def backoff_ms(failures: int) -> int:
@@ -61,22 +74,26 @@ class _Down:
 class PartStates:
     """The parts' states in one run, shared by its threads; each call takes the caller's own database."""
 
-    def __init__(self, parts: dict[str, str | None]) -> None:
+    def __init__(self, parts: dict[str, str | None], why: dict[str, str] | None = None) -> None:
         self.parts = parts  # name -> URL, None when off
+        self.why = why or {}  # name -> why it is off, when it is not for OFF_BECAUSE's reason
         self._down: dict[str, _Down] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def of(cls, config: "Config") -> "PartStates":
-        return cls(parts_of(config))
+        return cls(parts_of(config), off_reasons(config))
 
     def is_off(self, name: str) -> bool:
         return name in self.parts and self.parts[name] is None
 
     def off_tasks(self) -> dict[str, str]:
         """Heartbeat tasks whose part is off, with why (they are skipped without a warning)."""
-        return {task: f"{LABELS[part]} is off ({OFF_BECAUSE[part]})"
+        return {task: f"{LABELS[part]} is off ({self._why(part)})"
                 for task, part in TASK_PARTS.items() if self.is_off(part)}
+
+    def _why(self, name: str) -> str:
+        return self.why.get(name) or OFF_BECAUSE.get(name, "not configured")
 
     def unreachable(self, db: "Database", name: str, error: str, now_ms: int, *, say: bool = True) -> int:
         """``name`` did not answer; the ms to wait before trying it again. Logged when it was not down already
@@ -104,7 +121,7 @@ class PartStates:
     def states(self) -> dict[str, dict[str, Any]]:
         """``{name: {"state": "off" | "on" | "unreachable", "url", ...}}``, as KV ``parts`` holds it."""
         with self._lock:
-            return {name: _state(name, url, self._down.get(name)) for name, url in self.parts.items()}
+            return {name: _state(name, url, self._down.get(name), self._why(name)) for name, url in self.parts.items()}
 
     def banner(self) -> str:
         """What is not on, for the start banner: ``the Conway API off (no conwayApiKey); the RPC node
@@ -119,14 +136,14 @@ class PartStates:
             self._write(db, now_ms)
 
     def _write(self, db: "Database", now_ms: int) -> None:
-        set_json(db, PARTS_KEY, {name: _state(name, url, self._down.get(name)) for name, url in self.parts.items()},
-                 now_ms)
+        set_json(db, PARTS_KEY, {name: _state(name, url, self._down.get(name), self._why(name))
+                                 for name, url in self.parts.items()}, now_ms)
 
 
-def _state(name: str, url: str | None, down: _Down | None) -> dict[str, Any]:
+def _state(name: str, url: str | None, down: _Down | None, why: str | None = None) -> dict[str, Any]:
     state: dict[str, Any] = {"state": "off" if url is None else "unreachable" if down else "on", "url": url}
     if url is None:
-        state["why"] = OFF_BECAUSE.get(name, "not configured")
+        state["why"] = why or OFF_BECAUSE.get(name, "not configured")
     if down is not None:
         state.update(since=to_iso(down.since_ms), failures=down.failures, error=down.error,
                      nextTryAt=to_iso(down.next_try_ms))
@@ -141,10 +158,12 @@ def said(states: dict[str, dict[str, Any]]) -> str:
 
 
 def turn_off_hint(states: dict[str, dict[str, Any]]) -> str:
-    """How to turn off the unreachable parts that can be off, in one line: ``to turn the social relay off:
-    automaton-min config set socialRelayUrl ""``; empty when there is none."""
-    return "; ".join(f"to turn {LABELS[name]} off: {TURN_OFF[name]}" for name, s in states.items()
-                     if s["state"] == "unreachable" and name in TURN_OFF)
+    """How to turn off the unreachable parts, in one line: ``to turn the social relay off: automaton-min config set
+    socialRelayUrl ""``; for the RPC node, local-only mode (which turns the relay off too); empty when none is."""
+    down = [name for name, s in states.items() if s["state"] == "unreachable" and name in TURN_OFF]
+    if "rpc" in down:
+        return f"to run local only (no social relay, no RPC node, nothing paid): {TURN_OFF['rpc']}"
+    return "; ".join(f"to turn {LABELS[name]} off: {TURN_OFF[name]}" for name in down)
 
 
 def probe(states: PartStates, db: "Database", now_ms: int, timeout_s: float = PROBE_TIMEOUT_S) -> None:
@@ -165,9 +184,11 @@ def probe(states: PartStates, db: "Database", now_ms: int, timeout_s: float = PR
 def stored_states(db: "Database", config: "Config") -> dict[str, dict[str, Any]]:
     """For ``status``: off as ``config`` says now; unreachable as a run last found it (at the same URL)."""
     stored = json_object(get_value(db, PARTS_KEY))
+    why = off_reasons(config)
     result = {}
     for name, url in parts_of(config).items():
         last = stored.get(name)
         same = url is not None and isinstance(last, dict) and last.get("url") == url
-        result[name] = dict(last) if same and last.get("state") == "unreachable" else _state(name, url, None)
+        result[name] = dict(last) if same and last.get("state") == "unreachable" else _state(name, url, None,
+                                                                                               why.get(name))
     return result

@@ -169,7 +169,7 @@ class Scheduler:
         added = ensure_schedule(db, self.home, self.config, self.now(), defaults=self.defaults,
                                 known=set(self.tasks) | set(self.extra_tasks))
         if added:
-            log.info("heartbeat schedule: rows added", extra={"tasks": added})
+            log.debug("heartbeat schedule: rows added", extra={"tasks": added})
         for name, interval_ms in self.intervals.items():
             sched.set_interval(db, name, interval_ms, self.now())
 

@@ -21,7 +21,7 @@ from automaton_min.agent.turn_context import TurnContextBuilder
 from automaton_min.chain.usdc import BASE, usdc_balance
 from automaton_min.chain.wallet import Wallet, load_wallet
 from automaton_min.clock import Clock, from_iso, system_now, to_iso
-from automaton_min.config import SECRET_KEYS, Config, db_path
+from automaton_min.config import LOCAL_ONLY_NO_PAYMENTS, LOCAL_ONLY_NO_RELAY, SECRET_KEYS, Config, db_path, local_only
 from automaton_min.conway.sandbox import Sandbox
 from automaton_min.runtime.sandboxes import sandbox_for
 from automaton_min.home import Home
@@ -115,15 +115,23 @@ class Agent:
         self.db.close()
 
 
+def unread_usdc() -> int:
+    """A local-only agent's USDC reader: it reads nothing and says why."""
+    from automaton_min.errors import UserError
+
+    raise UserError("not read: the agent is local only (localOnly is true), so no RPC node is asked")
+
+
 @contextmanager
 def start_step(name: str) -> Iterator[None]:
-    """One start-up step: one log line when it is done; a failure names the step, then propagates."""
+    """One start-up step: a debug line when it is done (the banner says the start); a failure names the step, then
+    propagates."""
     try:
         yield
     except BaseException:
         log.error("start-up step failed", extra={"step": name})
         raise
-    log.info("start-up step done", extra={"step": name})
+    log.debug("start-up step done", extra={"step": name})
 
 
 def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics: Metrics = NO_METRICS,
@@ -170,10 +178,12 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
         sandbox = sandbox_for(config, workspace=workspace, client=conway, home=home.root, own_cgroup=service,
                               launched=launched)
     with start_step("policy and spend limits"):
+        alone = local_only(config)  # no RPC node: no balance is read, and the payer refuses every payment
         node = rpc_url(config, BASE)
-        read_usdc = lambda: usdc_balance(node, wallet.address, BASE)  # noqa: E731 (rpcUrl, else the public Base node)
-        finances = FinancialCache(conway.credits, read_usdc, now=now) if conway else None
-        payer = Payer(db, wallet, balance_of=lambda address: usdc_balance(node, address, BASE), now=now,
+        read_usdc = unread_usdc if alone else lambda: usdc_balance(node, wallet.address, BASE)  # rpcUrl, else Base's
+        finances = FinancialCache(conway.credits, None if alone else read_usdc, now=now) if conway else None
+        payer = Payer(db, wallet, balance_of=None if alone else lambda address: usdc_balance(node, address, BASE),
+                      now=now, refuse=LOCAL_ONLY_NO_PAYMENTS if alone else None,
                       **payer_options(config.get("treasuryPolicy") or {}))
         from automaton_min.runtime.genesis import detect_sandbox_id
 
@@ -194,7 +204,7 @@ def build_agent(home: Home, config: Config, *, now: Clock = system_now, metrics:
                             balances=LiveBalances(hooks, read_usdc, now), payer=payer, registry=registry, relay=relay,
                             disk=disk, heartbeat=HeartbeatControl(db, now=now, poke=schedule_changed.set)
                             if schedule_changed is not None else None, release=release or this_build(),
-                            router=router)
+                            router=router, off={"relay": LOCAL_ONLY_NO_RELAY} if local_only(config) else None)
     retriever = MemoryRetriever(db, now, MemoryBudget.from_config(config.values), line=one_line)
     context = TurnContextBuilder(db, now, router, retriever, HistoryFolder(db, now), events=WakeEventLog(db),
                                  idle_tools=STATUS_CHECK_TOOLS)

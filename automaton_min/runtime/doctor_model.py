@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from automaton_min.config import DEFAULTS, Config, db_path
+from automaton_min.config import DEFAULTS, LOCAL_ONLY_OFF, Config, db_path
 from automaton_min.errors import AutomatonError
 from automaton_min.inference.model_check import (PAID_TOKENS, Endpoint, Listing, endpoint_for, list_models,
                                                  listing_problem, tiny_completion)
@@ -20,7 +20,8 @@ from automaton_min.inference.windows import Window
 from automaton_min.inference.wire_common import ProviderUnreachable, one_line
 from automaton_min.net.http import NetworkError, Response, request as plain_request
 from automaton_min.runtime.check import Check
-from automaton_min.heartbeat.parts import OFF_BECAUSE, URL_SETTINGS, describe, parts_of, stored_states, turn_off_hint
+from automaton_min.heartbeat.parts import (LOCAL_ONLY, URL_SETTINGS, describe, off_reasons, parts_of, stored_states,
+                                          turn_off_hint)
 from automaton_min.store.db import open_database
 
 Send = Callable[..., Response]
@@ -42,9 +43,12 @@ def part_checks(home: Any, config: Config) -> list[Check]:
     for name, part in _recorded_parts(home, config).items():
         url = part["url"]
         if part["state"] == "off":
-            checks.append(Check(name, True, f"off: {OFF_BECAUSE[name]}", TURN_ON[name], state="off"))
+            why = part.get("why") or ""
+            fix = LOCAL_ONLY_OFF if why == LOCAL_ONLY else TURN_ON.get(name, "")
+            checks.append(Check(name, True, f"off: {why}", fix, state="off"))
         elif part["state"] == "unreachable":
-            fix = turn_off_hint({name: part}) or f"check the network, or correct {URL_SETTINGS[name]}"
+            reach = f"check the network, or correct {URL_SETTINGS[name]}"
+            fix = f"{reach}; {turn_off_hint({name: part})}" if name == "rpc" else turn_off_hint({name: part}) or reach
             checks.append(Check(name, True, f"{describe(name)}: {url} unreachable since {part.get('since')}, as the"
                                             " agent last found it (not contacted)", fix, state="unreachable"))
         else:
@@ -61,7 +65,9 @@ def _recorded_parts(home: Any, config: Config) -> dict[str, dict[str, Any]]:
                 return stored_states(db, config)
         except AutomatonError:
             pass  # the database checks say what is wrong with it
-    return {name: {"state": "off" if url is None else "on", "url": url} for name, url in parts_of(config).items()}
+    why = off_reasons(config)
+    return {name: {"state": "off", "url": None, "why": why[name]} if url is None else {"state": "on", "url": url}
+            for name, url in parts_of(config).items()}
 
 
 def model_checks(home: Any, config: Config, *, try_model: bool, send: Send = plain_request) -> list[Check]:

@@ -40,6 +40,7 @@ class SetupAnswers:
     conway_api_key: str | None = None
     openai_api_key: str | None = None
     anthropic_api_key: str | None = None
+    local_only: bool | None = None  # localOnly: no social relay, no RPC node, nothing paid
 
     def config_values(self) -> dict[str, Any]:
         """These answers as ``automaton.json`` keys (unanswered ones left out)."""
@@ -55,6 +56,7 @@ class SetupAnswers:
             "conwayApiKey": self.conway_api_key,
             "openaiApiKey": self.openai_api_key,
             "anthropicApiKey": self.anthropic_api_key,
+            "localOnly": self.local_only,
         }
         # An empty answer keeps the current value, except an empty sandbox id, which means local mode.
         return {k: v for k, v in values.items() if v is not None and (v != "" or k == "sandboxId")}

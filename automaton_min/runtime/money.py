@@ -8,10 +8,10 @@ from typing import Any, Callable
 from automaton_min.chain.rpc import RpcError
 from automaton_min.chain.usdc import BASE, Network, format_usdc, rpc_url, usdc_balance
 from automaton_min.chain.wallet import load_wallet
-from automaton_min.config import DEFAULTS, Config, db_path
+from automaton_min.config import DEFAULTS, LOCAL_ONLY_NO_PAYMENTS, Config, db_path, local_only
 from automaton_min.conway.provision import ProvisionError, ProvisionResult, provision
 from automaton_min.treasury.topup import TopupResult, topup
-from automaton_min.errors import RuntimeFailure
+from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.home import Home
 from automaton_min.net.http import HttpError, NetworkError
 from automaton_min.runtime.genesis import init_home
@@ -38,8 +38,12 @@ def _conway_fix(url: str, *, flag: bool = False) -> str:
 
 
 def wallet_report(home: Home, config: Config | None, network: Network = BASE) -> dict[str, Any]:
-    """The wallet's address and its USDC balance (an RPC failure raises; it never reads as zero)."""
+    """The wallet's address and its USDC balance (an RPC failure raises; it never reads as zero). A local-only agent's
+    balance is not read (``usdc`` None, and ``localOnly`` says why)."""
     wallet = load_wallet(home.wallet_path, config.get("walletAddress") if config else None)
+    if local_only(config):
+        return {"address": wallet.address, "network": network.caip2, "usdc": None, "usdcAtomic": None,
+                "rpcUrl": None, "localOnly": True}
     url = rpc_url(config, network)
     try:
         balance = usdc_balance(url, wallet.address, network)
@@ -62,7 +66,9 @@ def provision_key(home: Home, config: Config | None, api_url: str | None, *,
 
 
 def buy_credits(home: Home, config: Config, usd: int, *, progress: Callable[[str], None] | None = None) -> TopupResult:
-    """Top up ``usd`` dollars of Conway credits with the wallet's USDC."""
+    """Top up ``usd`` dollars of Conway credits with the wallet's USDC (refused at once for a local-only agent)."""
+    if local_only(config):
+        raise UserError(f"top-up refused: {LOCAL_ONLY_NO_PAYMENTS}")
     wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     url = rpc_url(config)
     with open_database(db_path(home, config)) as db:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from automaton_min.chain.usdc import BASE, Network, rpc_url, usdc_balance
 from automaton_min.clock import Clock
+from automaton_min.config import local_only
 from automaton_min.errors import AutomatonError
 from automaton_min.log import get_logger
 from automaton_min.treasury.payer import Payer, payer_options
@@ -57,9 +58,13 @@ def bootstrap_at_start(db: "Database", wallet: "Wallet", config: "Config", budge
 
 def money_at_start(db: "Database", wallet: "Wallet", config: "Config", *, now: Clock,
                    budget_s: float = STARTUP_BUDGET_S, network: Network = BASE) -> StartupMoney:
-    """Reconcile, then bootstrap, within ``budget_s`` seconds overall; failures are logged, never raised."""
+    """Reconcile, then bootstrap, within ``budget_s`` seconds overall; failures are logged, never raised. A local-only
+    agent does neither: both read the chain."""
     budget = Budget(budget_s)
     result = StartupMoney([])
+    if local_only(config):
+        log.debug("money at start skipped: local only (no RPC node)")
+        return result
     try:
         result.reconciled = reconcile_at_start(db, config, budget, now)
     except (AutomatonError, OSError) as exc:

@@ -9,7 +9,7 @@ from automaton_min.agent.action_mode import last_mode
 from automaton_min.agent.states import read_agent_state
 from automaton_min.agent.tools.jobs import JOBS_KEY
 from automaton_min.clock import system_now
-from automaton_min.config import Config, db_path, load_config
+from automaton_min.config import Config, db_path, load_config, local_only
 from automaton_min.home import Home
 from automaton_min.observe.clock_trust import ClockTrust
 from automaton_min.heartbeat.report_task import latest_alerts
@@ -160,6 +160,7 @@ def gather_status(home: Home, config: Config | None = None) -> dict[str, Any]:
         "recentTurns": recent,
         "heartbeat": heartbeat,
         "parts": parts,
+        "localOnly": local_only(config),  # no relay, no RPC node: USDC is never read, nothing is paid
         "model": config["inferenceModel"],
         "actionMode": mode,  # how the last turn asked the model to act, and why (agent/action_mode.py)
         "version": __version__,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import orjson
 
 from automaton_min.clock import Clock, to_iso
+from automaton_min.config import relay_url
 from automaton_min.ids import new_ulid
 from automaton_min.treasury.money_out import CONFIRMATION_REQUIRED, UNKNOWN_PAYEE
 from automaton_min.store.children import fundable_addresses, names_by_address
@@ -48,9 +49,9 @@ def hold(db: "Database", config: Any, kind: str, params: Mapping[str, Any], amou
     """Store (or find) the pending request for this call, with ``reason`` (``"CODE: why"``); the text the agent
     reads."""
     creator = _setting(config, "creatorAddress")
-    if not creator or not (_setting(config, "socialRelayUrl") or "").strip():
+    if not creator or not relay_url(config):
         return (f"{reason}. The creator's approval arrives over the social relay; with no creatorAddress or no "
-                "socialRelayUrl it cannot be approved: refused, nothing was sent")
+                "socialRelayUrl (or localOnly true) it cannot be approved: refused, nothing was sent")
     digest = _params_hash(kind, params)
     with db.transaction():
         row = db.query_one("SELECT id, expires_at FROM pending_approvals WHERE status = 'pending' AND kind = ?"

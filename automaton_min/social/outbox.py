@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from automaton_min.chain.wallet import load_wallet
 from automaton_min.clock import Clock, system_now
-from automaton_min.config import db_path
+from automaton_min.config import LOCAL_ONLY_OFF, db_path, local_only
 from automaton_min.errors import UserError
 from automaton_min.net.http import NetworkError
 from automaton_min.social.relay import RelayClient
@@ -22,6 +22,8 @@ def send_from_home(home: "Home", config: "Config", to: str, content: str, reply_
     limit in ``state.db``, shared with the running agent, when the database exists."""
     wallet = load_wallet(home.wallet_path, config.get("walletAddress"))
     relay = RelayClient.from_config(config, wallet, now=now)
+    if relay is None and local_only(config):
+        raise UserError(f"no relay: this agent is local only (localOnly is true); to send messages: {LOCAL_ONLY_OFF}")
     if relay is None:
         raise UserError("no relay: socialRelayUrl is \"\"; "
                         "set it (automaton.json or SOCIAL_RELAY_URL) to send messages")

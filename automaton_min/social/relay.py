@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.config import relay_url
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import HttpError, snippet
 from automaton_min.crashpoint import crash_point
@@ -113,8 +114,8 @@ class RelayClient:
 
     @classmethod
     def from_config(cls, config: Any, wallet: "Wallet", *, now: Clock = system_now) -> "RelayClient | None":
-        """The client for ``socialRelayUrl``, or None when it is empty (no relay)."""
-        url = (config.get("socialRelayUrl") or "").strip()
+        """The client for ``socialRelayUrl``, or None when it is empty or the agent is local only (no relay)."""
+        url = relay_url(config)
         return cls(url, wallet, now=now) if url else None
 
     def _request(self) -> Callable[..., "Response"]:

@@ -30,7 +30,8 @@ class Migration:
 
 
 def migrate(db: Database, migrations: Sequence[Migration], now: Clock) -> list[str]:
-    """Apply every step not yet recorded, in version order; return the names applied."""
+    """Apply every step not yet recorded, in version order; return the names applied. Each step is logged at debug (a
+    new database takes them all); an existing database that was upgraded gets one info line."""
     _ensure_version_table(db)
     applied = applied_names(db)
     done: list[str] = []
@@ -50,8 +51,10 @@ def migrate(db: Database, migrations: Sequence[Migration], now: Clock) -> list[s
             raise DatabaseError(
                 f"{db.path}: migration {step.version} {step.name} failed ({exc}); the database is unchanged"
             ) from exc
-        log.info("applied migration", extra={"version": step.version, "step": step.name})
+        log.debug("applied migration", extra={"version": step.version, "step": step.name})
         done.append(step.name)
+    if done and applied:
+        log.info("database schema upgraded", extra={"steps": done})
     return done
 
 

@@ -76,8 +76,10 @@ class Payer:
         max_validity_s: int = DEFAULT_MAX_VALIDITY_S,
         host_cooldown_ms: int = DEFAULT_HOST_COOLDOWN_MS,
         deadline: float | None = None,
+        refuse: str | None = None,
     ) -> None:
-        """``deadline`` (a ``time.monotonic()`` value) cuts every request's timeout to the time left."""
+        """``deadline`` (a ``time.monotonic()`` value) cuts every request's timeout to the time left; ``refuse``:
+        why this payer pays nothing at all (a local-only agent), said for every request that asks for payment."""
         self.db = db
         self.wallet = wallet
         self.balance_of = balance_of
@@ -87,6 +89,7 @@ class Payer:
         self.max_validity_s = max_validity_s
         self.host_cooldown_ms = host_cooldown_ms
         self.deadline = deadline
+        self.refuse = refuse
         self.spend = SpendTracker(db, now)
 
     def fetch(
@@ -112,6 +115,8 @@ class Payer:
             probe = self.send(method, url, json=body, headers=headers, timeout=self.request_timeout())
         if probe.status != 402:
             return PaidResponse(probe)
+        if self.refuse:  # before any check or reading: nothing is signed
+            raise PaymentRefused("local_only", f"{url} asks for payment; {self.refuse}")
 
         required = parse_payment_required(probe.headers, probe.body, url)
         requirement = choose_requirement(required)

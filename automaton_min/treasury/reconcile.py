@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from automaton_min.chain.usdc import authorization_used, network_named, rpc_url
 from automaton_min.clock import Clock
+from automaton_min.config import local_only
 from automaton_min.net.http import NetworkError
 from automaton_min.treasury.ledger import Intent
 from automaton_min.treasury.payer import reconcile_open_intents
@@ -32,7 +33,11 @@ class Budget:
 
 
 def reconcile_at_start(db: "Database", config: "Config", budget: Budget, now: Clock) -> list[tuple[str, str]]:
-    """Ask the chain about every open intent (``authorizationState``); each read within the budget."""
+    """Ask the chain about every open intent (``authorizationState``); each read within the budget. A local-only agent
+    asks nothing (its open intents stay open until it may read the chain again)."""
+    if local_only(config):
+        return []
+
     def used(intent: Intent) -> bool:
         network = network_named(intent.network)
         assert network is not None  # reconcile_open_intents skips other networks

@@ -51,6 +51,8 @@ def topup(payer: Payer, api_url: str, usd: int, network: Network = BASE, *,
     if usd not in TOPUP_TIERS_USD:
         tiers = ", ".join(f"${t}" for t in TOPUP_TIERS_USD)
         raise UserError(f"top-up amount ${usd} is not a tier; choose one of {tiers}")
+    if payer.refuse:  # before any request: a top-up always pays
+        raise PaymentRefused("local_only", f"top-up of ${usd}: {payer.refuse}")
     amount = usd * ATOMIC_PER_USDC
     say("reading the wallet's USDC balance ...")
     balance = payer.balance_of(payer.wallet.address) if payer.balance_of is not None else None

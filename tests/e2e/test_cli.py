@@ -414,9 +414,11 @@ def test_setup_bad_value_changes_nothing_in_an_existing_home(cli, set_up):
 
 
 def interview(*, name="ada", genesis="Earn your keep.", creator=CREATOR, message="", sandbox="", model="",
-              base_url="", openai_key="", anthropic_key="", conway_key="") -> str:
-    """The ten answers of the wizard, in the order it asks them (the model after its server and key)."""
-    answers = [name, genesis, creator, message, sandbox, base_url, openai_key, model, anthropic_key, conway_key]
+              base_url="", openai_key="", anthropic_key="", conway_key="", local_only="") -> str:
+    """The eleven answers of the wizard, in the order it asks them (the model after its server and key; local
+    only last)."""
+    answers = [name, genesis, creator, message, sandbox, base_url, openai_key, model, anthropic_key, conway_key,
+               local_only]
     return "\n".join(answers) + "\n"
 
 
@@ -506,6 +508,7 @@ def test_interactive_api_keys_are_not_echoed_on_a_terminal(home):
         ("Inference model", ""),
         ("Anthropic API key", anthropic),
         ("Conway API key", ""),
+        ("Local only?", ""),
     ])
     assert code == 0, transcript
     assert "Traceback" not in transcript
@@ -552,6 +555,7 @@ def test_wizard_says_what_it_creates_and_why_it_asks_again_and_shows_no_log_line
         ("Inference model", "gemma-3-270m"),
         ("Anthropic API key", ""),
         ("Conway API key", ""),
+        ("Local only?", ""),
     ])
     assert code == 0, transcript
     lines = transcript.splitlines()
@@ -577,7 +581,7 @@ def test_a_blank_creator_address_makes_the_owner_a_creator_wallet_and_says_where
         ("Name", "ada"), ("Genesis prompt", "Earn your keep."), ("Creator address", ""),
         ("Make a creator wallet for you now?", "y"), ("Message for its first run", ""), ("Conway sandbox id", ""),
         ("OpenAI-compatible base URL", ""), ("OpenAI API key", ""), ("Inference model", ""),
-        ("Anthropic API key", ""), ("Conway API key", ""),
+        ("Anthropic API key", ""), ("Conway API key", ""), ("Local only?", ""),
     ])
     assert code == 0, transcript
     creator = json.loads((tmp_path / "owner" / "creator" / "wallet.json").read_text())
@@ -591,7 +595,7 @@ def test_a_blank_creator_address_makes_the_owner_a_creator_wallet_and_says_where
 
 
 def test_wizard_on_a_set_up_home_says_it_changes_it(set_up):
-    result = run_detached("setup", input="\n" * 10)
+    result = run_detached("setup", input="\n" * 11)
     assert result.code == 0, result.stderr
     assert result.stdout.startswith(f"This changes the automaton in {set_up.root}: ")
     assert "it keeps its wallet" in result.stdout.splitlines()[0]
@@ -611,7 +615,7 @@ def test_interactive_does_not_ask_for_values_given_as_flags(home):
 def test_interactive_rerun_offers_current_values(set_up):
     """A second interactive run where every answer is empty keeps every value."""
     before = read_json(set_up.config_path)
-    result = run_detached("setup", input="\n" * 10)
+    result = run_detached("setup", input="\n" * 11)
     assert result.code == 0, result.stderr
     after = read_json(set_up.config_path)
     for key in ("name", "genesisPrompt", "creatorAddress", "walletAddress", "inferenceModel"):
@@ -787,7 +791,10 @@ def test_log_level_flag(cli, home, set_up):
     other = home.root.parent / "second"
     assert cli("--home", str(other), "--log-level", "error", "init").stderr_lines == []
     third = home.root.parent / "third"
-    assert any("created a new wallet" in line for line in cli("--home", str(third), "init").stderr_lines)
+    assert cli("--home", str(third), "init").stderr_lines == []  # init says what it made on stdout
+    fourth = home.root.parent / "fourth"
+    loud = cli("--home", str(fourth), "--log-level", "info", "init")
+    assert any("created a new wallet" in line for line in loud.stderr_lines)
 
 
 # --------------------------------------------------------------------------- doctor

@@ -138,7 +138,8 @@ def test_a_part_the_agent_found_unreachable_is_said_so_not_contacted_and_not_a_f
     assert checks["relay"]["detail"] == (f"the social relay (socialRelayUrl): {relay.url} unreachable since {since},"
                                          " as the agent last found it (not contacted)") and since.startswith("20")
     assert checks["relay"]["fix"] == 'to turn the social relay off: automaton-min config set socialRelayUrl ""'
-    assert checks["rpc"]["fix"] == "check the network, or correct rpcUrl"
+    assert checks["rpc"]["fix"] == ("check the network, or correct rpcUrl; to run local only (no social relay, no RPC "
+                                    "node, nothing paid): automaton-min config set localOnly true")
     lines = text.stdout.splitlines()
     relay_line = next(n for n, line in enumerate(lines) if line.startswith("down  relay "))
     assert lines[relay_line + 1].strip() == checks["relay"]["fix"]

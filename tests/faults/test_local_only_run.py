@@ -8,7 +8,7 @@ test clock, and a turn every half hour.
 Asserted: the start banner names the Conway API off and the relay and the RPC node unreachable; no later line
 names them and nothing is logged at warning or above; no metric snapshot holds an alert; both are tried with a
 back-off that grows to 30 minutes (not every 2 and 5 minutes); ``status`` says what the banner said, also how to
-turn the relay off.
+turn both off (local-only mode, ``localOnly``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from automaton_min.store.db import open_database
 from standins.model_servers import openai_answer
 
 HOURS = 4
+LOCAL_ONLY_HINT = ("to run local only (no social relay, no RPC node, nothing paid): automaton-min config set localOnly"
+                   " true")
 TURN_EVERY_MIN = 30
 
 
@@ -98,8 +100,7 @@ def test_a_local_only_run_names_each_missing_part_once_and_raises_no_alert(cli, 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     banner = next(line for line in lines if line["msg"] == "automaton-min started")
     assert banner["parts"] == (f"the Conway API off (no conwayApiKey); the social relay unreachable at {relay_url}"
-                               f" (socialRelayUrl); the RPC node unreachable at {rpc_url} (rpcUrl); to turn the"
-                               ' social relay off: automaton-min config set socialRelayUrl ""')
+                               f" (socialRelayUrl); the RPC node unreachable at {rpc_url} (rpcUrl); {LOCAL_ONLY_HINT}")
     for part in ("the social relay", relay_url, "the RPC node", rpc_url, "the Conway API", "breaker",
                  "ConnectionError"):
         assert [line for line in lines if part in json.dumps(line)] in ([banner], []), part
@@ -113,6 +114,6 @@ def test_a_local_only_run_names_each_missing_part_once_and_raises_no_alert(cli, 
         "conway": "off", "relay": "unreachable", "rpc": "unreachable"}
     assert status["parts"]["relay"]["url"] == relay_url and status["alerts"] == []
     assert "remote parts   the Conway API off (no conwayApiKey); the social relay unreachable since" in text
-    hint = next(line for line in text.splitlines() if "to turn" in line)  # the row under it, said as in the banner
-    assert hint.strip() == 'to turn the social relay off: automaton-min config set socialRelayUrl ""'
+    hint = next(line for line in text.splitlines() if "to run" in line)  # the row under it, said as in the banner
+    assert hint.strip() == LOCAL_ONLY_HINT
     assert hint.startswith(" " * len("  remote parts   "))

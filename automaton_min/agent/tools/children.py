@@ -10,6 +10,7 @@ from typing import Any
 from automaton_min.agent.tools.base import ToolContext, ToolFailure
 from automaton_min.agent.tools.loop_control import TRANSFERS_KEY, need, setting, tool_family
 from automaton_min.agent.tools.survival import MAX_MESSAGE_CHARS, run_send_message
+from automaton_min.config import relay_url
 from automaton_min.errors import AutomatonError, UserError
 
 CHILD_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The child's id (list_children)"}
@@ -88,7 +89,7 @@ def run_start_child(ctx: ToolContext, args: dict[str, Any]) -> str:
     try:
         child = start_child(ctx.db, need(ctx, "conway"), child, conway_api_url=setting(ctx, "conwayApiUrl",
                                                                                        DEFAULT_API_URL),
-                            relay_url=setting(ctx, "socialRelayUrl") or None, now_ms=ctx.now())
+                            relay_url=relay_url(ctx.config), now_ms=ctx.now())
     except AutomatonError as exc:
         raise ToolFailure(f"not started: {exc}") from None
     return f"Child {child.name} is starting; check_child_status tells when it runs."

@@ -53,7 +53,8 @@ def need(ctx: ToolContext, name: str) -> Any:
     why."""
     value = getattr(ctx.services, name)
     if value is None:
-        raise ToolFailure(f"{HINTS.get(name, 'it is not available in this run')} (service '{name}' is missing)")
+        why = (getattr(ctx.services, "off", None) or {}).get(name) or HINTS.get(name, "it is not available in this run")
+        raise ToolFailure(f"{why} (service '{name}' is missing)")
     return value
 
 

@@ -82,6 +82,7 @@ class ToolServices:
     release: "Build | None" = None  # the release this program came from: its children run the same signed release
     router: "Router | None" = None  # for the planner (goals/planner.py): a plan made by the planning model
     loop: LoopControl | None = None  # new every turn
+    off: "dict[str, str] | None" = None  # service -> why this run has none (a local-only agent's relay), for need()
 
     def for_turn(self, loop: LoopControl) -> "ToolServices":
         """A copy carrying this turn's loop control."""
