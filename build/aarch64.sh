@@ -85,9 +85,11 @@ chroot "$root" /usr/bin/env -i "${build_env[@]}" bash -c 'cd /automaton/src && b
 build_s=$(( $(date +%s) - started ))
 binary=dist/automaton-min-linux-aarch64
 mkdir -p dist && install -m 0755 "$src/dist/automaton-min" "$binary"
-[ "$(od -An -tx1 -j18 -N2 "$binary" | tr -d ' ')" = b700 ] || { echo "aarch64.sh: $binary is not aarch64" >&2; exit 1; }
+# the one file is a sh head and an archive; the program in it is the bundle's executable
+program=$src/build/out/bundle/automaton-min/automaton-min
+[ "$(od -An -tx1 -j18 -N2 "$program" | tr -d ' ')" = b700 ] || { echo "aarch64.sh: $program is not aarch64" >&2; exit 1; }
 echo "+ pycryptodome's libraries in it:"
-chroot "$root" /automaton/src/build/.venv/bin/pyi-archive_viewer -l -b /automaton/src/dist/automaton-min | grep Crypto/
+(cd "$src/build/out/bundle/automaton-min/_internal" && find Crypto -name '*.so' | sort)
 
 # 4. smoke test: the binary in the root, a bare environment, a new home, a scripted model server on loopback
 install -m 0755 "$binary" "$work/automaton-min"
