@@ -24,6 +24,22 @@ fingerprint() {
   find "$1/bundle" -printf '%P %s %m %U %i %C@\n' 2>/dev/null | cksum
 }
 
+# Nobody but this user and root can rename, replace or add anything on the way to the folder $1 (which exists):
+# each folder from / down is owned by one of them and writable by no one else, unless sticky (as /tmp is). Sets
+# $real to its path without symlinks.
+safe_place() {
+  real=$(cd "$1" 2>/dev/null && pwd -P) && [ -n "$real" ] || return 1
+  me=${me:-$(id -u)}
+  set -- "$real"
+  up=$real
+  while [ "$up" != / ] && [ -n "$up" ]; do
+    up=${up%/*}
+    set -- "$@" "${up:-/}"
+    up=${up:-/}
+  done
+  [ -z "$(find "$@" -maxdepth 0 \( \( ! -user 0 ! -user "$me" \) -o \( -perm /022 ! -perm -1000 \) \) -print)" ]
+}
+
 # The unpacked copy in $1 is this version's, whole, and still as it was sealed.
 sound() {
   [ -d "$1/bundle" ] && [ ! -L "$1" ] && [ -O "$1" ] && [ -f "$1/seal" ] && [ -O "$1/seal" ] || return 1
@@ -31,19 +47,21 @@ sound() {
   [ "$sealed" = "$ID $(fingerprint "$1")" ]
 }
 
-# Unpack into a private folder beside $1, check the archive's sha256 first, seal it, and rename it into place.
+# Unpack into a private folder beside $1, check the archive's sha256 first, seal it, and rename it into place. Both
+# reads are of one file (fd 3, opened once): a binary renamed over this one meanwhile is not half read.
 unpack() {
   cache=${1%/*}
-  [ ! -L "$cache" ] && mkdir -p "$cache" 2>/dev/null && chmod 700 "$cache" && [ -O "$cache" ] || return 1
+  exec 3<"$self" || return 1
   fresh=$(mktemp -d "$cache/.unpacking.XXXXXX") || return 1
-  got=$(tail -c +$((HEAD + 1)) "$self" | sha256sum) || got=
+  got=$(tail -c +$((HEAD + 1)) "/proc/$$/fd/3" | sha256sum) || got=
   if [ "${got%% *}" != "$ID" ]; then
     rm -rf "$fresh"
     fail "$self is damaged (its archive does not match its sha256); download it again"
   fi
   mkdir -m 700 "$fresh/bundle" &&
-    tail -c +$((HEAD + 1)) "$self" | gzip -dc | tar -x --no-same-owner -C "$fresh/bundle" &&
-    printf '%s %s\n' "$ID" "$(fingerprint "$fresh")" > "$fresh/seal" || { rm -rf "$fresh"; return 1; }
+    tail -c +$((HEAD + 1)) "/proc/$$/fd/3" | gzip -dc | tar -x --no-same-owner -C "$fresh/bundle" &&
+    printf '%s %s\n' "$ID" "$(fingerprint "$fresh")" > "$fresh/seal" || { exec 3<&-; rm -rf "$fresh"; return 1; }
+  exec 3<&-
   if sound "$1"; then  # another start unpacked it meanwhile
     rm -rf "$fresh"
     return 0
@@ -55,28 +73,37 @@ unpack() {
     rm -rf "$fresh"
     sound "$1" || return 1
   fi
-  # Keep this version and the newest other one (an update's previous binary), remove older ones, and what starts
-  # killed while unpacking left over an hour ago.
-  ls -dt "$cache"/*/ 2>/dev/null | grep -vxF "$1/" | tail -n +2 | while IFS= read -r old; do rm -rf "$old"; done
+  # Keep this version and the newest other one (an update's previous binary), remove older ones that no running
+  # program holds (each holds a shared lock on its copy's seal), and what starts killed while unpacking left over
+  # an hour ago.
+  ls -dt "$cache"/*/ 2>/dev/null | grep -vxF "$1/" | tail -n +2 | while IFS= read -r old; do
+    flock -n -x "${old}seal" true 2>/dev/null && rm -rf "$old"
+  done
   find "$cache" -maxdepth 1 -name '.unpacking.*' -mmin +60 -exec rm -rf {} + 2>/dev/null
   return 0
 }
 
 # Where: AUTOMATON_UNPACK_DIR, else the unit's CacheDirectory=, else the user's cache folder; then, where those
-# cannot be written or are mounted noexec, the user's runtime folder and the temp folder. A folder of its own in
-# each but the unit's, which systemd made for it alone: only that one is chmod'ed 700.
+# cannot be written or are mounted noexec, the user's runtime folder and the temp folder. Each a folder this user
+# owns, made 0700 when it is made, in folders only this user and root can change (safe_place).
+user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
 for cache in "${AUTOMATON_UNPACK_DIR:+$AUTOMATON_UNPACK_DIR/automaton-min}" "${CACHE_DIRECTORY:-}" \
-    "${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/automaton-min" "${XDG_RUNTIME_DIR:-/nonexistent}/automaton-min" \
-    temp; do
+    "${user_cache:+$user_cache/automaton-min}" "${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/automaton-min}" temp; do
   [ "$cache" = temp ] && cache=${TMPDIR:-/tmp}/automaton-min-$(id -u)
   case $cache in /*) ;; *) continue ;; esac
-  dir=$cache/$name
+  if [ -L "$cache" ] || ! { [ -d "$cache" ] || mkdir -p -m 700 "$cache" 2>/dev/null; } || ! safe_place "$cache" ||
+      [ ! -O "$real" ]; then
+    [ -n "${AUTOMATON_UNPACK_DIR:-}" ] && fail "cannot unpack into AUTOMATON_UNPACK_DIR=$AUTOMATON_UNPACK_DIR: \
+it must be a folder this user owns, can write, and may run programs from, in folders only it and root can change"
+    continue
+  fi
+  dir=$real/$name
   if sound "$dir" || unpack "$dir"; then
     # -x is false on a noexec mount (access(2) checks the mount): try the next place
     [ -x "$dir/bundle/automaton-min" ] && exec "$dir/bundle/automaton-min" "$@"
   fi
   [ -n "${AUTOMATON_UNPACK_DIR:-}" ] && fail "cannot unpack into AUTOMATON_UNPACK_DIR=$AUTOMATON_UNPACK_DIR: \
-it must be a folder this user owns, can write, and may run programs from"
+it must be a folder this user owns, can write, and may run programs from, in folders only it and root can change"
 done
 fail "cannot unpack itself: no folder this user owns, can write and may run programs from (tried the cache and \
 temp folders); set AUTOMATON_UNPACK_DIR to one"

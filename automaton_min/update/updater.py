@@ -29,6 +29,8 @@ log = get_logger(__name__)
 STATUS_KEY = "update_status"  # the last check: {checked_at, running, latest?, state, detail}
 SEEN_KEY = "update_manifest_seen"  # issued_at (ms) of the newest verified manifest: older ones are replays
 PROBE_TIMEOUT_S = 60.0
+# Where a one-file binary unpacks itself (build/launcher.sh), in its order of preference
+UNPACK_PLACES = ("AUTOMATON_UNPACK_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME", "XDG_RUNTIME_DIR")
 DOWNLOAD_TIMEOUT_S = 900.0
 
 
@@ -177,8 +179,10 @@ def one_reading(url: str, what: str) -> str:
 
 
 def _probe(staged: Path, version: str) -> None:
-    """Run the new binary once (``--version``, a bare environment): it starts on this machine and is that version."""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "LANG": "C.UTF-8"}
+    """Run the new binary once (``--version``, a bare environment but for where it unpacks itself, which the
+    restart then reuses): it starts on this machine and is that version."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "LANG": "C.UTF-8",
+           **{name: os.environ[name] for name in UNPACK_PLACES if os.environ.get(name)}}
     try:
         done = subprocess.run([str(staged), "--version"], env=env, capture_output=True, timeout=PROBE_TIMEOUT_S,
                               check=False)

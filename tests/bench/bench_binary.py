@@ -1,9 +1,10 @@
 """The one-file binary (``dist/automaton-min``, made by build/build.sh) against the source install.
 
 Prints the binary's size and sha256, and medians of whole-process runs of ``--version`` and ``status --json`` (an
-empty database) from source (the virtualenv's ``automaton-min``) and from the binary, with the ratio. The binary
-unpacks itself into ``TMPDIR`` at every start, so it is also timed with ``TMPDIR`` on a tmpfs (``/dev/shm``), as the
-systemd unit has it. Runs alternate between the variants, so a busy machine slows them alike. Skipped, with a
+empty database) from source (the virtualenv's ``automaton-min``) and from the binary, with the ratio; the binary
+also with ``TMPDIR`` on a tmpfs (``/dev/shm``), as the systemd unit has it (it unpacks itself once per version into
+its cache, not ``TMPDIR``, so the two should agree). Runs alternate between the variants, so a busy machine slows
+them alike. Skipped, with a
 message, when the binary has not been built (``AUTOMATON_BINARY`` names another one).
 """
 

@@ -7,6 +7,7 @@ Skipped unless ``AUTOMATON_BINARY`` names the binary. Each test gives the binary
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import resource
@@ -117,6 +118,69 @@ def test_a_cache_someone_else_owns_is_not_used(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "automaton-min" / user.unpacked.name / "bundle" / "automaton-min").is_file()
 
 
+def test_a_cache_inside_a_folder_others_may_write_is_not_used(tmp_path: Path) -> None:
+    """Whoever may write a folder above the cache could swap the whole cache folder for theirs between the check and
+    the start: such a place is passed over for one only this user and root can change."""
+    user = User(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone may rename what is in it (not sticky)
+    result = user("--version", XDG_CACHE_HOME=str(shared / "cache"), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert not (shared / "cache" / "automaton-min" / user.unpacked.name).exists()
+    assert (tmp_path / "run" / "automaton-min" / user.unpacked.name / "seal").is_file()
+    # the same under a sticky folder (as /tmp is): others cannot rename this user's entries there
+    shared.chmod(0o1777)
+    assert user("--version", XDG_CACHE_HOME=str(shared / "cache")).returncode == 0
+    assert (shared / "cache" / "automaton-min" / user.unpacked.name / "seal").is_file()
+
+
+def test_without_home_it_unpacks_in_the_temp_folder_not_a_made_up_home(tmp_path: Path) -> None:
+    user = User(tmp_path)
+    env = {k: v for k, v in user.env.items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    result = subprocess.run([str(user.binary), "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "tmp" / f"automaton-min-{os.geteuid()}" / user.unpacked.name / "seal").is_file()
+
+
+def test_a_running_program_holds_its_copy(tmp_path: Path) -> None:
+    """While the program runs, its copy's seal is locked (shared), which is what keeps a prune away from it."""
+    user = User(tmp_path)
+    user.setup()
+    seal = user.unpacked / "seal"
+    run = subprocess.Popen([str(user.binary), "run"], env=user.env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert any("automaton-min started" in line for line in run.stdout), "the run never started"
+    finally:
+        held = subprocess.run(["flock", "-n", "-x", str(seal), "true"]).returncode != 0
+        run.terminate()
+        run.wait(timeout=60)
+    assert held, "the running program did not hold its copy"
+    assert subprocess.run(["flock", "-n", "-x", str(seal), "true"]).returncode == 0  # let go at its exit
+
+
+def test_a_held_copy_is_never_pruned(tmp_path: Path) -> None:
+    """Unpacking a version keeps only itself and the newest other copy, but never one a running program holds."""
+    user = User(tmp_path)
+    versions = user.cache / "automaton-min"
+    copies = {name: versions / name for name in ("00000000000000aa", "00000000000000bb")}
+    for when, copy in enumerate(copies.values(), start=1):
+        (copy / "bundle").mkdir(parents=True)
+        (copy / "seal").write_text("")
+        os.utime(copy, (1_000_000 * when, 1_000_000 * when))  # aa the oldest: the one a prune takes
+    held = os.open(copies["00000000000000aa"] / "seal", os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_SH)  # as a running program of that version holds it
+        assert user("--version").returncode == 0
+        assert copies["00000000000000aa"].exists() and copies["00000000000000bb"].exists()
+    finally:
+        os.close(held)
+    shutil.rmtree(user.unpacked)
+    assert user("--version").returncode == 0  # nothing holds it now
+    assert not copies["00000000000000aa"].exists() and copies["00000000000000bb"].exists()
+
+
 def test_a_damaged_binary_says_so_in_one_line(tmp_path: Path) -> None:
     damaged = tmp_path / "automaton-min"
     data = bytearray(Path(BINARY).read_bytes())
@@ -136,7 +200,7 @@ def test_an_unpack_folder_that_cannot_be_used_is_named_with_the_fix(tmp_path: Pa
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         f"automaton-min: cannot unpack into AUTOMATON_UNPACK_DIR={blocked}: it must be a folder this user owns, "
-        "can write, and may run programs from"]
+        "can write, and may run programs from, in folders only it and root can change"]
 
 
 def test_an_unpack_folder_in_the_workspace_is_refused(tmp_path: Path) -> None:
