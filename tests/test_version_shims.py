@@ -67,6 +67,23 @@ def test_the_owners_home_is_no_managers_root(tmp_path, agent_home, monkeypatch) 
     assert home not in plan.read_only
 
 
+def test_a_shims_entry_that_is_no_folder_opens_nothing(tmp_path, agent_home, monkeypatch) -> None:
+    """A PATH entry named ``shims`` that does not exist opens nothing, though its parent holds versions."""
+    root = tmp_path / "secrets"
+    (root / "versions").mkdir(parents=True)
+    (root / "id_ed25519").write_text("key")
+    monkeypatch.setenv("PATH", f"{root / 'shims'}:{os.environ['PATH']}")
+    plan = make_plan(agent_home, agent_home / "workspace", agent_home.parent / "tmp")
+    assert root not in plan.read_only
+
+
+def test_a_root_others_may_write_opens_nothing(shim_first, agent_home) -> None:
+    """A manager's root anyone may write is not the owner's install: what lies there is not trusted to run."""
+    shim_first.parent.chmod(0o777)
+    plan = make_plan(agent_home, agent_home / "workspace", agent_home.parent / "tmp")
+    assert shim_first.parent not in plan.read_only
+
+
 @pytest.mark.parametrize("method", ["landlock", "namespace"])
 def test_python3_through_a_pyenv_shim_runs_in_a_confined_command(shim_first, agent_home, method) -> None:
     sandbox = start(agent_home, method)

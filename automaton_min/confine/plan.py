@@ -62,16 +62,26 @@ def own_program_paths() -> list[Path]:
 def manager_roots(path_dirs: list[str]) -> list[str]:
     """The roots of the version managers whose shims are on ``PATH`` (pyenv, asdf, rbenv, nodenv keep them in
     ``<root>/shims``, and a shim runs ``<root>``'s own programs and versions): read and execute only, like the rest
-    of ``PATH``. Only a root that holds versions counts, so shims kept straight in a home open nothing more."""
+    of ``PATH``. Only a real ``shims`` folder whose root holds versions, belongs to this user or root and no one
+    else may write counts, so shims kept straight in a home, or a root others control, open nothing more."""
     roots = []
     for raw in path_dirs:
-        if not raw or not os.path.isabs(raw) or os.path.basename(raw.rstrip("/")) != "shims":
+        if not raw or not os.path.isabs(raw) or os.path.basename(raw.rstrip("/")) != "shims" or not os.path.isdir(raw):
             continue
         root = os.path.dirname(os.path.realpath(raw))
-        if root not in ("/", os.path.realpath(os.path.expanduser("~"))) and any(
+        if root not in ("/", os.path.realpath(os.path.expanduser("~"))) and _kept_by_owner(root) and any(
                 os.path.isdir(os.path.join(root, versions)) for versions in ("versions", "installs")):
             roots.append(root)
     return roots
+
+
+def _kept_by_owner(root: str) -> bool:
+    """``root`` belongs to this user or root and no one else may write it: a manager's own install."""
+    try:
+        stat = os.stat(root)
+    except OSError:
+        return False
+    return stat.st_uid in (0, os.geteuid()) and not stat.st_mode & 0o022
 
 
 def make_plan(home: Path, workspace: Path, tmp: Path, *, path_env: str | None = None) -> Plan:
