@@ -110,7 +110,7 @@ def service_start(variant: Variant, model: Model, model_url: str, relay: SocialR
         asleep_count = len(model.arrivals)
         run = Run([str(variant.binary)], env)
         try:
-            model.wait_for(asleep_count + 1)
+            model.wait_for(asleep_count + 1, timeout_s=600)
             run.asleep(1)
             if relay_on:
                 deadline = time.monotonic() + 120
