@@ -379,3 +379,17 @@ def test_under_the_previous_units_rule_doctor_says_files_outside_are_not_protect
     host = _line(result.stdout, "host files")
     assert host.startswith("FAIL") and "NOT read-only to commands: no mount namespace here" in host
     assert "RestrictNamespaces=user mnt" in result.stdout
+
+
+def test_the_one_file_binary_is_told_from_a_script_by_its_head(tmp_path: Path) -> None:
+    """The one-file binary is a sh head naming its archive, then the archive: copied by service install; a
+    source install's entry point (a Python script) or any other file is not."""
+    from automaton_min.update.baked import one_file_id
+
+    head = "#!/bin/sh\n# automaton-min: one self-contained executable.\nID=" + "ab" * 32 + "\nHEAD=4096\n"
+    binary, script, elf = tmp_path / "automaton-min", tmp_path / "entry", tmp_path / "elf"
+    binary.write_bytes(head.encode() + b"#" * 100 + b"\n\n\x1f\x8b rest")
+    script.write_text("#!/usr/bin/python3\nID=" + "ab" * 32 + "\nimport sys\n")
+    elf.write_bytes(b"\x7fELF" + bytes(200))
+    assert one_file_id(binary) == "ab" * 32 and install.is_one_file_binary(str(binary))
+    assert not any(install.is_one_file_binary(str(path)) for path in (script, elf, tmp_path / "missing"))

@@ -51,10 +51,12 @@ def render_unit(binary: str) -> str:
 
 
 def is_one_file_binary(path: str) -> bool:
-    """An executable file (ELF), not a script: ``service install`` copies it into the state directory."""
+    """The one-file binary (build/launcher.sh's head, then its archive), not a source install's entry point:
+    ``service install`` copies it into the state directory."""
+    from automaton_min.update.baked import one_file_id
+
     try:
-        with open(path, "rb") as handle:
-            return handle.read(4) == b"\x7fELF"
+        return one_file_id(path) is not None
     except OSError:
         return False
 

@@ -5,6 +5,7 @@ configuration or in the environment can stand in for the key."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,20 @@ def this_build() -> Build:
 
     key = bytes.fromhex(baked.PUBLIC_KEY) if baked.PUBLIC_KEY else None
     return Build(launched_from(), key, baked.VERSION, baked.MANIFEST_URL, arch)
+
+
+HEAD_BYTES = 1024  # build/launcher.sh names its archive's sha256 (a line ``ID=<64 hex digits>``) within these
+
+
+def one_file_id(path: Path | str) -> str | None:
+    """The archive sha256 a one-file binary's head names; None for any other file (a script, a source install's
+    entry point). Raises OSError when ``path`` cannot be read."""
+    with open(path, "rb") as binary:
+        head = binary.read(HEAD_BYTES)
+    if not head.startswith(b"#!/bin/sh\n"):
+        return None
+    found = re.search(rb"\nID=([0-9a-f]{64})\n", head)
+    return found.group(1).decode("ascii") if found else None
 
 
 def launched_from() -> Path | None:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from automaton_min.update.manifest import Artifact
 
 STATES = ("swapped", "started", "rolled-back")
-HEAD_BYTES = 1024  # the one-file binary's head names its archive's sha256 within its first lines
 
 
 @dataclass(frozen=True)
@@ -36,19 +35,17 @@ class Marker:
 def runs_from(path: Path | str) -> bool | None:
     """``path`` still holds the one-file binary this process was started from (None: cannot tell): its head names
     the same archive. A swapped-in binary, or the previous one an owner put back, names another."""
-    from automaton_min.update.baked import ONEFILE_ID_ENV
+    from automaton_min.update.baked import ONEFILE_ID_ENV, one_file_id
 
     started = os.environ.get(ONEFILE_ID_ENV)
     if not started:
         return None
     try:
-        with open(path, "rb") as binary:
-            head = binary.read(HEAD_BYTES)
+        return one_file_id(path) == started
     except FileNotFoundError:
         return False
     except OSError:
         return None
-    return f"\nID={started}\n".encode("ascii") in head
 
 
 def previous_of(binary: Path) -> Path:

@@ -168,3 +168,15 @@ def test_run_takes_turns_against_a_loopback_model_and_sigterm_exits_0(bare: Bare
     assert (status["turns"], status["state"], status["running"]) == (3, "sleeping", False)
     logs = bare("logs", "--json")
     assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 3, logs
+
+
+def test_service_install_copies_the_binary_into_the_state_directory(bare: Bare, tmp_path: Path) -> None:
+    """As on a device: the unit runs the state directory's own copy, which it may update."""
+    bare.setup()
+    root = tmp_path / "root"
+    result = bare("service", "install", "--root", str(root), "--no-user")
+    assert result.returncode == 0, result.stderr
+    unit = (root / "etc/systemd/system/automaton-min.service").read_text().splitlines()
+    assert "ExecStart=/var/lib/automaton/bin/automaton-min --home /var/lib/automaton run" in unit
+    copy = root / "var/lib/automaton/bin/automaton-min"
+    assert copy.read_bytes() == Path(bare.binary).read_bytes() and os.access(copy, os.X_OK)
