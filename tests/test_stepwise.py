@@ -262,3 +262,33 @@ def test_a_small_models_first_turn_shows_the_creators_first_message(agent_for, m
     shown = "Message: [Message from your creator (given at setup)]: The secret word is PLUMTREE."
     assert shown in first["messages"][0]["content"] and shown in second["messages"][0]["content"]
     assert "PLUMTREE" not in third["messages"][0]["content"]
+
+
+def test_a_small_models_wake_up_turn_shows_what_the_owner_said_with_wake(agent_for, model, clock) -> None:
+    """`automaton-min wake REASON` is how the owner of a local-only agent (no relay, no inbox) tells it something:
+    a stepwise wake-up turn shows the words as a message, and a later cycle without them does not."""
+    from automaton_min.store.wake import OWNER_WAKE_SOURCE, post_wake
+
+    agent = agent_for(**SMALL)
+    post_wake(agent.db, OWNER_WAKE_SOURCE, "add a line with the uptime to diary.txt", now_ms=clock())
+    post_wake(agent.db, "heartbeat", "a task finished", now_ms=clock())
+    model.script(choose("sleep"), act("sleep", duration_seconds=60), choose("sleep"), act("sleep", duration_seconds=60))
+    agent.loop.run_cycle("; ".join(agent.take_wakes()))
+    agent.loop.run_cycle("; ".join(agent.take_wakes()) or "timer")
+    first, second, third, _ = [b["messages"][0]["content"] for b in bodies(model)]
+    shown = "Message: [Your owner, waking you (automaton-min wake)]: add a line with the uptime to diary.txt"
+    assert shown in first and shown in second
+    assert "a task finished" not in first  # the runtime's own wake reasons are no one's words
+    assert "diary" not in third
+
+
+def test_a_small_model_sees_what_its_command_printed(agent_for, model) -> None:
+    """The last action's line carries the command's first printed line, not only its exit code: what it found out
+    is what the next step needs."""
+    agent = agent_for(**SMALL)
+    model.script(choose("exec"), act("exec", command="echo 42; echo more"), choose("exec"),
+                 act("exec", command="ls /nonexistent-here"), choose("sleep"), act("sleep", duration_seconds=60))
+    agent.loop.run_cycle("first start")
+    third, fifth = bodies(model)[2]["messages"][0]["content"], bodies(model)[4]["messages"][0]["content"]
+    assert "Last action: exec -> exit_code: 0, printed: 42" in third
+    assert "Last action: exec -> exit_code: 2, printed: ls: cannot access" in fifth

@@ -51,6 +51,7 @@ OWN_CYCLE_OWED_KEY = "own_cycle_owed"  # set when a cycle read an outsider's mes
 OWED_SLEEP_S = 30  # the own cycle's sleep when outsiders' messages wait for the next
 INBOX_BATCH = 10
 FIRST_MESSAGE_LABEL = "[Message from your creator (given at setup)]:"
+OWNER_WAKE_LABEL = "[Your owner, waking you (automaton-min wake)]:"
 STEP_FRAME_TOKENS = 400  # what a step adds around its input: the table of actions, or the worked examples
 DEAD_WAIT_S = 300
 
@@ -105,6 +106,9 @@ class AgentLoop:
         self._stop: threading.Event | None = None  # the cycle's stop: no new turn starts once it is set
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
+        # what the owner typed into `automaton-min wake` for the next cycle (the runtime sets it as it takes the
+        # wake events): a small model's wake-up turn shows it as a message, as a direct turn shows the wake note
+        self.owner_words: list[str] = []
         self.modes = ActionModes(db, config, now)
         self._mode: ActionMode | None = None  # how the turn under way asked the model to act
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
@@ -388,6 +392,8 @@ class AgentLoop:
             task_text = f"(set on an outsider's message, unverified) {task_text}" if outsiders else None
             task = task if outsiders else None
         said = message.content if message and source == "inbox" else None
+        if said is None and source == "wakeup" and self.owner_words:
+            said = "\n".join(f"{OWNER_WAKE_LABEL} {self.hooks.clean_instruction(words)}" for words in self.owner_words)
         if first_run and parts.get("creator_message"):  # setup's --creator-message, as the system notes show it
             first = f"{FIRST_MESSAGE_LABEL}\n{self.hooks.clean_instruction(parts['creator_message'])}"
             said = f"{first}\n\n{said}" if said else first

@@ -68,7 +68,7 @@ def add(ctx: click.Context, title: str, tasks: tuple[str, ...], description: str
     from automaton_min.goals.board import Blocked, create_goal
     from automaton_min.goals.plan import check_plan
     from automaton_min.runtime.run_lock import nudge_daemon
-    from automaton_min.store.wake import post_wake
+    from automaton_min.store.wake import OWNER_WAKE_SOURCE, post_wake
 
     plan = check_plan([{"title": task, "depends_on": [n] if n else []} for n, task in enumerate(tasks)])
     home, config = home_of(ctx), load_config_for(ctx)
@@ -77,7 +77,7 @@ def add(ctx: click.Context, title: str, tasks: tuple[str, ...], description: str
             goal = create_goal(db, title, description, actor=OWNER, now_ms=system_now(), origin="creator", plan=plan)
         except Blocked as exc:
             raise UserError(f"{str(exc).split(';')[0]}; end it first with: automaton-min goals cancel ID") from None
-        post_wake(db, "cli", f"your creator set you a goal: {title}", now_ms=system_now())
+        post_wake(db, OWNER_WAKE_SOURCE, f"your creator set you a goal: {title}", now_ms=system_now())
     pid = nudge_daemon(home)
     woken = f"woke the agent (pid {pid})" if pid else "the agent reads it when it next starts"
     click.echo(printable(f"Goal {goal.title!r} set with {len(plan)} tasks (id {goal.id}); {woken}."))

@@ -16,14 +16,14 @@ def command(ctx: click.Context, reason: tuple[str, ...], as_json: bool) -> None:
     from automaton_min.clock import system_now
     from automaton_min.config import db_path
     from automaton_min.runtime.run_lock import nudge_daemon
-    from automaton_min.store.wake import post_wake
+    from automaton_min.store.wake import OWNER_WAKE_SOURCE, post_wake
     from automaton_min.store.db import open_database
 
     home = home_of(ctx)
     config = load_config_for(ctx)
     text = " ".join(reason).strip() or "your creator asked you to wake up"
     with open_database(db_path(home, config)) as db:
-        event_id = post_wake(db, "cli", text, now_ms=system_now())
+        event_id = post_wake(db, OWNER_WAKE_SOURCE, text, now_ms=system_now())
     pid = nudge_daemon(home)
     if as_json:
         emit_json({"event": event_id, "reason": text, "pid": pid, "delivered": pid is not None})

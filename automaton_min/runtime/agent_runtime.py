@@ -42,7 +42,7 @@ from automaton_min.store.kv import get_value, set_json, set_value
 from automaton_min.chain.usdc import rpc_url
 from automaton_min.runtime.startup import money_at_start
 from automaton_min.runtime.status import CONFINEMENT_KEY, LAST_RUN_KEY
-from automaton_min.store.wake import WakeEventLog, take_pending
+from automaton_min.store.wake import OWNER_WAKE_SOURCE, WakeEventLog, take_pending
 from automaton_min.treasury.payer import Payer, payer_options
 from automaton_min.update.baked import Build, this_build
 
@@ -91,6 +91,7 @@ class Agent:
         events = take_pending(self.db, now_ms=now_ms, picked_up_before_ms=self.loop.last_inbox_check_ms)
         for event in events:
             self.metrics.wake_latency(event.source, max(now_ms - from_iso(event.created_at), 0))
+        self.loop.owner_words = [event.reason for event in events if event.source == OWNER_WAKE_SOURCE]
         return [f"{event.source}: {event.reason}" for event in events]
 
     def close(self) -> None:

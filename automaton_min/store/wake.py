@@ -36,6 +36,9 @@ class WakeEvent:
     created_at: str
 
 
+OWNER_WAKE_SOURCE = "cli"  # a wake event the owner posted (`automaton-min wake`, `goals add`): their own words
+
+
 def post_wake(db: "Database", source: str, reason: str, payload: dict[str, Any] | None = None, *, now_ms: int) -> int:
     """Store one wake event (exactly one row: the reference stored two) and return its id."""
     db.execute("INSERT INTO wake_events (source, reason, payload, created_at) VALUES (?, ?, ?, ?)",
