@@ -274,7 +274,8 @@ def _offer_creator_wallet() -> str | None:
         return None
     wallet, created = init_home(home)
     click.echo(f"  {'made' if created else 'found'} {wallet.address}; send the agent orders with: automaton-min "
-               f"--home {home.root} send <agent address> <message>")
+               f"--home {home.root} send <agent address> <message> (over the social relay: a local-only agent "
+               "hears you through automaton-min wake <message> instead)")
     return wallet.address
 
 
