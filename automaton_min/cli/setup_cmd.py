@@ -53,7 +53,7 @@ def _ask(text: str, default: Any, key: str, *, secret: bool = False, optional: b
 @click.option("--genesis-prompt-file", type=click.File("r"), help="Read the genesis prompt from a file.")
 @click.option("--creator-address", help="Your 0x address: the creator.")
 @click.option("--creator-message", help="A message the automaton reads on its first run.")
-@click.option("--sandbox-id", help="Conway sandbox id; empty for local mode (default: detected).")
+@click.option("--sandbox-id", help="Conway sandbox id; empty: commands run on this machine (default: detected).")
 @click.option("--conway-api-url", help=f"Conway API base URL (default {DEFAULTS['conwayApiUrl']}).")
 @click.option("--openai-base-url", help="Base URL of any OpenAI-compatible server (llama.cpp, vLLM, Ollama).")
 @click.option("--inference-model", help=f"Model for normal turns (default {DEFAULTS['inferenceModel']}).")
@@ -212,7 +212,7 @@ def _interview(answers: dict[str, Any], flags: dict[str, Any], optional: dict[st
                                     value_proc=_required(field))
     prompts = (
         ("creator_message", "Message for its first run (optional)", "creatorMessage", False),
-        ("sandbox_id", "Conway sandbox id (empty: local mode)", "sandboxId", False),
+        ("sandbox_id", "Conway sandbox id (empty: commands run on this machine)", "sandboxId", False),
         ("openai_base_url", "OpenAI-compatible base URL (optional)", "openaiBaseUrl", False),
         ("openai_api_key", "OpenAI API key (optional)", "openaiApiKey", True),
         ("inference_model", "Inference model", "inferenceModel", False),
