@@ -26,6 +26,7 @@ from automaton_min.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from automaton_min.home import Home
 
 from conftest import CREATOR, CliResult
+from terminal_kit import on_terminal
 
 OPENAI_KEY = "sk-test-0123456789abcdefWXYZ"  # 28 chars: masked as ****WXYZ
 CONWAY_KEY = "cwk-live-9876543210fedcbaQRST"  # 29 chars: masked as ****QRST
@@ -451,47 +452,9 @@ def test_interactive_setup_writes_the_config(home):
 
 
 def run_in_terminal(args: tuple[str, ...], answers: list[tuple[str, str]], timeout: float = 60) -> tuple[int, str]:
-    """Run the CLI on a pseudo-terminal, typing each answer once its prompt has appeared.
-
-    The terminal echoes what is typed unless the program turned echo off, so the
-    transcript shows exactly what a person at the keyboard would see.
-    """
-    import pty
-    import select
-    import time
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "automaton_min", *args],
-        stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ), start_new_session=True,
-    )
-    os.close(slave)
-    transcript = b""
-    searched_from = 0
-    pending = list(answers)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no progress; waiting for {pending[:1]}; transcript: {transcript!r}"
-            ready, _, _ = select.select([master], [], [], remaining)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: the program exited and closed the terminal
-                break
-            if not chunk:
-                break
-            transcript += chunk
-            while pending and (at := transcript.find(pending[0][0].encode(), searched_from)) >= 0:
-                searched_from = at + len(pending[0][0])
-                os.write(master, pending.pop(0)[1].encode() + b"\n")
-    finally:
-        os.close(master)
-        code = proc.wait(timeout=timeout)
-    assert not pending, f"never asked {pending}; transcript: {transcript!r}"
-    return code, transcript.decode(errors="replace").replace("\r\n", "\n")
+    """Run the CLI on a pseudo-terminal, typing each answer once its prompt has appeared. The terminal echoes what
+    is typed unless the program turned echo off, so the transcript shows what a person at the keyboard would see."""
+    return on_terminal([sys.executable, "-m", "automaton_min", *args], answers=answers, timeout_s=timeout)
 
 
 def test_interactive_api_keys_are_not_echoed_on_a_terminal(home):

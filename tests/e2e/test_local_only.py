@@ -9,16 +9,11 @@ unreachable; nothing is paid. ``init`` and ``setup`` on a terminal print what wa
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import signal
-import subprocess
-import time
 
 import orjson
 import pytest
 
+import terminal_kit
 from conftest import CREATOR, program
 from standins.loopback_http import LoopbackServer, Reply
 from standins.model_servers import OpenAIServer, openai_answer
@@ -51,38 +46,9 @@ def set_up_with(cli, home, model_url: str, **changes) -> None:
     home.config_path.write_bytes(orjson.dumps({**stored, **changes}))
 
 
-def on_terminal(args: list[str], *, stop_after: str | None = None, timeout_s: float = 90) -> tuple[int, str]:
-    """Run the CLI with a pseudo-terminal as stdin, stdout and stderr; with ``stop_after``, Ctrl-C (SIGINT) once that
-    text has appeared. Returns the exit code and what the terminal showed."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([*program(), *args], stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ),
-                            start_new_session=True)
-    os.close(slave)
-    shown = b""
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no end in {timeout_s} s; the terminal showed: {shown.decode(errors='replace')}"
-            ready, _, _ = select.select([master], [], [], left)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: the program exited and closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-            if stop_after is not None and stop_after.encode() in shown:
-                proc.send_signal(signal.SIGINT)
-                stop_after = None
-    finally:
-        os.close(master)
-        if proc.poll() is None and stop_after is not None:
-            proc.kill()
-        code = proc.wait(timeout=60)
-    return code, shown.decode(errors="replace").replace("\r\n", "\n")
+def on_terminal(args: list[str], **how) -> tuple[int, str]:
+    """The CLI under test on a pseudo-terminal (terminal_kit.on_terminal)."""
+    return terminal_kit.on_terminal([*program(), *args], **how)
 
 
 def test_a_local_only_run_on_a_terminal_prints_one_banner_and_its_turns_and_asks_no_relay_nor_rpc_node(
