@@ -282,6 +282,24 @@ def test_a_small_models_wake_up_turn_shows_what_the_owner_said_with_wake(agent_f
     assert "diary" not in third
 
 
+def test_the_owners_wake_words_wait_for_a_turn_that_is_not_a_messages(agent_for, model, clock) -> None:
+    """A cycle whose first turn answers a message shows the owner's wake words to its next stepwise turn, once:
+    they are not lost with the wake-up turn (nor when a cycle began in direct mode and the model proved small)."""
+    from automaton_min.store import inbox
+    from automaton_min.store.wake import OWNER_WAKE_SOURCE, post_wake
+
+    agent = agent_for(**SMALL)
+    inbox.insert_message(agent.db, "m1", "0x" + "ab" * 20, "Note the date in date.txt.", received_at_ms=clock())
+    post_wake(agent.db, OWNER_WAKE_SOURCE, "write the uptime into diary.txt", now_ms=clock())
+    model.script(choose("write_file"), act("write_file", path="date.txt", content="today"), choose("exec"),
+                 act("exec", command="uptime > diary.txt"), choose("sleep"), act("sleep", duration_seconds=60))
+    agent.loop.run_cycle("; ".join(agent.take_wakes()))
+    contents = [b["messages"][0]["content"] for b in bodies(model)]
+    assert "Note the date" in contents[0] and "write the uptime" not in contents[0]
+    assert "write the uptime" in contents[2] and "write the uptime" in contents[3]
+    assert "write the uptime" not in contents[4]
+
+
 def test_a_small_model_sees_what_its_command_printed(agent_for, model) -> None:
     """The last action's line carries the command's first printed line, not only its exit code: what it found out
     is what the next step needs."""

@@ -107,8 +107,10 @@ class AgentLoop:
         self._abandon: threading.Event | None = None  # set when a stopping turn ran out of time: cut it off
         self._previous_action: str | None = None  # this cycle's last call and its result, for a small model
         # what the owner typed into `automaton-min wake` for the next cycle (the runtime sets it as it takes the
-        # wake events): a small model's wake-up turn shows it as a message, as a direct turn shows the wake note
+        # wake events): a direct turn reads it in the wake-up note; a small model's first stepwise turn of the cycle
+        # shows it as a message (also when the cycle began in direct mode and the model then proved small)
         self.owner_words: list[str] = []
+        self._owner_words_shown = False  # the step being built shows them
         self.modes = ActionModes(db, config, now)
         self._mode: ActionMode | None = None  # how the turn under way asked the model to act
         self.last_inbox_check_ms: int | None = None  # when the loop last claimed inbox messages (wake events use it)
@@ -392,7 +394,8 @@ class AgentLoop:
             task_text = f"(set on an outsider's message, unverified) {task_text}" if outsiders else None
             task = task if outsiders else None
         said = message.content if message and source == "inbox" else None
-        if said is None and source == "wakeup" and self.owner_words:
+        self._owner_words_shown = said is None and source != "inbox" and bool(self.owner_words)
+        if self._owner_words_shown:
             said = "\n".join(f"{OWNER_WAKE_LABEL} {self.hooks.clean_instruction(words)}" for words in self.owner_words)
         if first_run and parts.get("creator_message"):  # setup's --creator-message, as the system notes show it
             first = f"{FIRST_MESSAGE_LABEL}\n{self.hooks.clean_instruction(parts['creator_message'])}"
@@ -412,6 +415,8 @@ class AgentLoop:
                                   cancel=self._abandon, tool_choice=stepwise.CHOOSE, temperature=stepwise.TEMPERATURE)
         if isinstance(first, BudgetDenied):
             return first
+        if self._owner_words_shown:  # the model has read them (step 2 shows them again, from ``step``)
+            self.owner_words = []
         names = tuple(tool.name for tool in choices)
         acted = stepwise.acted(first.result, names)
         if acted is not None:  # the server let the model call a tool itself: that call is the turn's
