@@ -12,6 +12,10 @@ from typing import Callable
 
 Clock = Callable[[], int]
 
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+DAY_MS = 24 * HOUR_MS
+
 SQL_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

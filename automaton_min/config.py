@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from automaton_min import __version__
+from automaton_min.clock import HOUR_MS
 from automaton_min.errors import ConfigError
 from automaton_min.fileio import atomic_write
 from automaton_min.home import Home
@@ -30,7 +31,7 @@ DEFAULT_TREASURY_POLICY: dict[str, Any] = {
     "maxInferenceDailyCents": 50000,
     "requireConfirmationAboveCents": 1000,
     "x402MaxValiditySeconds": 300,  # a signed authorization expires this soon, whatever the server asks
-    "x402HostCooldownMs": 3_600_000,  # a host that took a signature without delivering is not paid again this long
+    "x402HostCooldownMs": HOUR_MS,  # a host that took a signature without delivering is not paid again this long
     "knownPayees": [],  # addresses credits may go to without the creator's approval (treasury/payees.py)
 }
 

@@ -7,12 +7,12 @@ import logging
 import orjson
 import pytest
 
-from automaton_min.clock import to_iso
+from automaton_min.clock import HOUR_MS, to_iso
 from automaton_min.heartbeat.task_api import TaskContext
 from automaton_min.observe import metrics as m
 from automaton_min.observe.alerts import AlertEngine, default_rules
 from automaton_min.observe.metrics import Metrics
-from automaton_min.heartbeat.report_task import HOUR_MS, latest_alerts, report_metrics
+from automaton_min.heartbeat.report_task import latest_alerts, report_metrics
 from automaton_min.store.kv import set_value
 from automaton_min.store.turns import StoredTurn, insert_turn
 

@@ -145,3 +145,14 @@ def test_modules_are_small_and_lines_short() -> None:
         long_lines += [f"{name}:{n}" for n, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS]
     assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
     assert not long_lines, f"{len(long_lines)} lines over {MAX_LINE_CHARS} characters: {long_lines[:20]}"
+
+
+TIME_SPANS = re.compile(r"^(MINUTE|HOUR|DAY)_MS\s*=|\b(60_000|3_600_000|86_400_000)\b", re.M)
+
+
+def test_minutes_hours_and_days_in_ms_are_clocks_alone() -> None:
+    """The spans of time in milliseconds have one owner, clock.py: no module defines them again or spells them."""
+    found = [f"{name}:{text[:match.start()].count(chr(10)) + 1}"
+             for name, path in modules(ROOT).items() if name != f"{PACKAGE}.clock"
+             for text in [path.read_text()] for match in TIME_SPANS.finditer(text)]
+    assert not found, f"a span of time defined or spelled outside clock.py: {found}"

@@ -21,7 +21,7 @@ from automaton_min.agent.policy.types import (ALLOWED, DB_UNAVAILABLE, RULE_ERRO
                                               quarantine, tools)
 from automaton_min.agent.policy.rules_command import kernel_confines
 from automaton_min.agent.tools.base import ToolSpec
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, HOUR_MS, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.confine.client import ConfinedSandbox, UnconfinedSandbox
 from automaton_min.confine.protected import HOME_PROTECTED, HOME_SECRETS
@@ -29,7 +29,7 @@ from automaton_min.conway.client import ConwayClient
 from automaton_min.runtime.sandboxes import RemoteSandbox
 from automaton_min.conway.client import BALANCE_KEY
 from automaton_min.store.kv import set_value
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 
 ADDRESS = "0x" + "ab" * 20
 CREATOR = "0x" + "c0" * 20

@@ -10,7 +10,8 @@ from automaton_min.home import Home
 from automaton_min.store.db import open_database
 from automaton_min.tiers import tier_for_credits
 from automaton_min.treasury import money_out as out
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
+from automaton_min.clock import DAY_MS, HOUR_MS
 
 POLICY = {**DEFAULT_TREASURY_POLICY, "minimumReserveCents": 0, "maxTransfersPerTurn": 100}
 RICH = 10**9

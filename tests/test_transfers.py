@@ -12,8 +12,9 @@ from automaton_min.inference.registry import refresh_from_conway
 from automaton_min.treasury import money_out as out
 from automaton_min.treasury.money_out import TransferRefused, transfer_credits, transfer_to_child
 from automaton_min.treasury.payees import KnownPayees, known_payees
-from automaton_min.treasury.spend import HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 from standins.conway_api import ConwayApi
+from automaton_min.clock import HOUR_MS
 
 TO = "0x" + "ab" * 20
 STRANGER = "0x" + "5e" * 20

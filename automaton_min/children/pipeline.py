@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from automaton_min.children.genesis import Genesis, genesis_json
 from automaton_min.children.lifecycle import request, transition
 from automaton_min.children.spawn import ensure_runtime, ensure_sandbox, ensure_wallet
+from automaton_min.clock import HOUR_MS
 from automaton_min.errors import RuntimeFailure
 from automaton_min.store.children import Child, get_child, list_children, names_by_address
 from automaton_min.store.kv import get_value, set_value
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 IN_PROGRESS = ("requested", "sandbox_created", "runtime_ready")
 TOPUP_KEY = "last_sandbox_topup_attempt"
-TOPUP_COOLDOWN_MS = 3_600_000
+TOPUP_COOLDOWN_MS = HOUR_MS
 
 
 @dataclass(frozen=True)

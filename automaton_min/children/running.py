@@ -13,7 +13,7 @@ import orjson
 
 from automaton_min.children.lifecycle import transition
 from automaton_min.children.spawn import CHILD_BINARY, GENESIS_NAME
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, to_iso
 from automaton_min.crashpoint import crash_point
 from automaton_min.store.children import Child, get_child
 from automaton_min.store.kv import delete_value, get_value, set_value
@@ -30,7 +30,7 @@ MAX_RESTARTS = 3  # restarts without a healthy check in between; then the child 
 STARTABLE = ("wallet_verified", "funded", "unhealthy", "stopped")
 WATCHED = ("starting", "healthy", "unhealthy")
 _STATE = re.compile(r"[a-z_]{1,20}")
-DEAD_GRACE_MS = 7 * 86_400_000  # the heartbeat prunes a dead child this long after it died, not before
+DEAD_GRACE_MS = 7 * DAY_MS  # the heartbeat prunes a dead child this long after it died, not before
 KEEP_CLEANED = 50  # retention: the rows of children long cleaned up
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from automaton_min.clock import HOUR_MS
 from automaton_min.errors import UserError
 from automaton_min.goals.events import record_event
 from automaton_min.goals.plan import PlannedTask, store_plan
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
 TITLE_LIMIT, TEXT_LIMIT = 200, 4_000
 OPEN_TASK = ("pending", "assigned", "running", "blocked")
 GOALS_PER_HOUR = 20  # goals set in any hour, counted from the goals; one of the creator's is never refused
-HOUR_MS = 3_600_000
 
 
 class Blocked(UserError):

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from automaton_min.clock import DAY_MS
 from automaton_min.errors import UserError
 from automaton_min.store.goals import insert_task
 
 MAX_TASKS = 12
 DEFAULT_TIMEOUT_MS = 300_000
-MAX_TIMEOUT_MS = 86_400_000
+MAX_TIMEOUT_MS = DAY_MS
 MAX_COST_CENTS = 100_000_000  # a million dollars: beyond any task's budget, and within SQLite's integers
 
 

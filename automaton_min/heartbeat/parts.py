@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from automaton_min.clock import to_iso
+from automaton_min.clock import MINUTE_MS, to_iso
 from automaton_min.config import LOCAL_ONLY_ON, local_only, relay_url
 from automaton_min.log import get_logger
 from automaton_min.store.kv import get_value, json_object, set_json
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 PARTS_KEY = "parts"
-BACKOFF_BASE_MS = 60_000
-BACKOFF_MAX_MS = 30 * 60_000
+BACKOFF_BASE_MS = MINUTE_MS
+BACKOFF_MAX_MS = 30 * MINUTE_MS
 PROBE_TIMEOUT_S = 3.0
 LABELS = {"conway": "the Conway API", "relay": "the social relay", "rpc": "the RPC node"}
 URL_SETTINGS = {"conway": "conwayApiUrl", "relay": "socialRelayUrl", "rpc": "rpcUrl"}

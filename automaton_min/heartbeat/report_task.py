@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from automaton_min.agent.states import read_agent_state
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import HOUR_MS, from_iso, to_iso
 from automaton_min.heartbeat.task_api import TaskContext, TaskResult
 from automaton_min.ids import new_ulid
 from automaton_min.observe import metrics as m
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-HOUR_MS = 3_600_000
 CREDITS_KEY = "last_known_balance"  # {"cents", "at"}, written by the Conway client
 USDC_KEY = "last_known_usdc"  # {"atomic", "at"}, written by the runtime
 SLEEP_UNTIL_KEY = "sleep_until"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import DAY_MS, from_iso, to_iso
 
 if TYPE_CHECKING:
     from automaton_min.config import Config
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 BATCH = 500
 MAX_BATCHES = 40  # per table and run: at most 20,000 rows each time, the rest at the next run
 TIME_BUDGET_S = 60.0
-DAY_MS = 86_400_000
 DEFAULT_TURNS_KEEP = 10_000
 KEEP_DAYS = {
     "heartbeat_history": 7,

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import MINUTE_MS, from_iso, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.tiers import TIERS
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-LEASE_TTL_MS = 60_000
+LEASE_TTL_MS = MINUTE_MS
 RETRY_DELAY_MS = 30_000
 HISTORY_FAILURES_LOOKBACK = 20
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, HOUR_MS, MINUTE_MS, to_iso
 from automaton_min.errors import RuntimeFailure
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskResult
 from automaton_min.net.http import NetworkError
@@ -32,9 +32,8 @@ BACKOFF_KEY = "social_poll_backoff"
 CLOCK_KEY = "social_clock_untrusted"  # why the relay waits for the clock, while it does (status, doctor)
 TOLD_KEY = "social_refusals_told"  # signer -> when it was told, this hour, that messages of its were refused
 TELLS_PER_HOUR = 3
-HOUR_MS = 3_600_000
-BACKOFF_BASE_MS = 60_000
-BACKOFF_MAX_MS = 30 * 60_000
+BACKOFF_BASE_MS = MINUTE_MS
+BACKOFF_MAX_MS = 30 * MINUTE_MS
 MAX_PAGES = 5
 
 
@@ -132,10 +131,10 @@ def tell_refused(ctx: TaskContext, refused: list["Refused"], creator: str | None
 def refusal_notice(refusal: "Refused", now_ms: int) -> str:
     when = refusal.signed_at[:40]
     if refusal.reason == "future":
-        why = (f"it is signed at {when}, more than {MAX_FUTURE_SKEW_MS // 60_000} minutes ahead of my clock "
+        why = (f"it is signed at {when}, more than {MAX_FUTURE_SKEW_MS // MINUTE_MS} minutes ahead of my clock "
                f"({to_iso(now_ms)}); one of our clocks is wrong: if yours is right, tell my owner to set mine")
     else:
-        why = (f"it is signed at {when}, more than {ACCEPT_WINDOW_MS // 86_400_000} days before my clock "
+        why = (f"it is signed at {when}, more than {ACCEPT_WINDOW_MS // DAY_MS} days before my clock "
                f"({to_iso(now_ms)}); an old signed message is not taken again. Send it anew if you still mean it")
     return f"automaton-min: your message {refusal.id[:80]} was not taken: {why}."
 

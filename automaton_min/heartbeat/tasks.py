@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from automaton_min.clock import to_iso
+from automaton_min.clock import HOUR_MS, MINUTE_MS, to_iso
 from automaton_min.heartbeat.goals_task import check_goal_tasks
 from automaton_min.heartbeat.schedule import TaskDefault
 from automaton_min.heartbeat.task_api import ServiceUnreachable, TaskContext, TaskFunction, TaskResult
@@ -23,20 +23,20 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-DEAD_GRACE_MS = 3_600_000  # zero credits this long (confirmed) and the agent is dead
+DEAD_GRACE_MS = HOUR_MS  # zero credits this long (confirmed) and the agent is dead
 ZERO_SINCE_KEY = "zero_credits_since"
-USDC_HEALTHY_EVERY_MS = 3_600_000  # at normal or high tier the wallet is read hourly, not every 5 minutes
+USDC_HEALTHY_EVERY_MS = HOUR_MS  # at normal or high tier the wallet is read hourly, not every 5 minutes
 
 # name, cron, lowest tier, timeout, retries, priority. The reference's crons where it has them.
 DEFAULT_SCHEDULE: tuple[TaskDefault, ...] = (
     TaskDefault("heartbeat_ping", "*/15 * * * *", "dead", 30_000, 1, 0),
     TaskDefault("check_credits", "*/30 * * * *", "dead", 30_000, 1, 1),
     TaskDefault("check_usdc_balance", "*/5 * * * *", "dead", 120_000, 1, 2),
-    TaskDefault("check_social_inbox", "*/2 * * * *", "dead", 60_000, 1, 3),
+    TaskDefault("check_social_inbox", "*/2 * * * *", "dead", MINUTE_MS, 1, 3),
     TaskDefault("reconcile_payments", "*/10 * * * *", "dead", 90_000, 1, 4),
     TaskDefault("health_check", "*/30 * * * *", "critical", 30_000, 1, 5),
     TaskDefault("report_metrics", "*/15 * * * *", "dead", 30_000, 0, 6),
-    TaskDefault("refresh_models", "17 */6 * * *", "low_compute", 60_000, 1, 7),
+    TaskDefault("refresh_models", "17 */6 * * *", "low_compute", MINUTE_MS, 1, 7),
     TaskDefault("retention", "41 * * * *", "dead", 120_000, 1, 9),
     TaskDefault("soul_reflection", "23 4 * * *", "low_compute", 30_000, 1, 10),
     TaskDefault("check_for_updates", "0 */4 * * *", "dead", 1_200_000, 0, 11),
@@ -145,7 +145,7 @@ def _act_on_credits(ctx: TaskContext, cents: int, now_ms: int) -> TaskResult:
         if since is None:
             set_value(ctx.db, ZERO_SINCE_KEY, to_iso(now_ms), now_ms)
         elif now_ms - since >= DEAD_GRACE_MS:
-            dead_reason = f"Dead: zero credits for {(now_ms - since) // 60_000} minutes. Need funding."
+            dead_reason = f"Dead: zero credits for {(now_ms - since) // MINUTE_MS} minutes. Need funding."
     else:
         delete_value(ctx.db, ZERO_SINCE_KEY)
         if assess(FinancialReading(cents, True, None), previous, state).state_to_enter == "dead":

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import orjson
 
-from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.clock import Clock, HOUR_MS, system_now, to_iso
 from automaton_min.ids import new_ulid
 from automaton_min.inference.deadline import call_with_deadline
 from automaton_min.inference.registry import ModelInfo, ModelRegistry
@@ -28,7 +28,7 @@ from automaton_min.log import get_logger
 from automaton_min.observe.metrics import NO_METRICS, Metrics
 from automaton_min.tiers import TIER_RANK
 from automaton_min.treasury.money_out import inference_refusal
-from automaton_min.treasury.spend import HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database

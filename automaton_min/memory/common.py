@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import apsw
 
-from automaton_min.clock import from_iso
+from automaton_min.clock import DAY_MS, from_iso
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
@@ -26,7 +26,6 @@ T = TypeVar("T")
 AGENT_SESSION = "agent"  # the one stable session of the agent's own memories: goals, notes, episodes, the summary
 MAX_TEXT = 8_000  # characters in any one text field
 MAX_QUERY_TERMS = 16
-DAY_MS = 86_400_000
 
 
 class MemoryStoreError(ValueError):

@@ -8,12 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import MINUTE_MS, from_iso, to_iso
 from automaton_min.observe import metrics as m
 from automaton_min.observe.metrics import MetricsSnapshot
 
 Severity = Literal["critical", "warning"]
-MINUTE_MS = 60_000
 
 Condition = Callable[[MetricsSnapshot], "float | None"]  # the observed value when the condition holds, else None
 

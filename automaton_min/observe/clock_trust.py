@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import HOUR_MS, MINUTE_MS, from_iso, to_iso
 from automaton_min.store.kv import get_value, set_value
 
 if TYPE_CHECKING:
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 EARLIEST_MS = from_iso("2026-11-01T00:00:00.000Z")  # no right clock reads earlier than this release
 HIGH_WATER_KEY = "clock_high_water"  # the latest time this agent has seen, written at most hourly
-HIGH_WATER_STEP_MS = 3_600_000
-SET_BACK_SLACK_MS = 5 * 60_000
+HIGH_WATER_STEP_MS = HOUR_MS
+SET_BACK_SLACK_MS = 5 * MINUTE_MS
 TIMESYNCD_SYNCED = Path("/run/systemd/timesync/synchronized")  # touched on each sync since boot
 # a time service by its process name (comm, cut at 15 characters) and the directories it keeps, which stay visible
 # where systemd's ProtectProc= hides its process from the service's user

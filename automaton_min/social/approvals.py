@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
 
-from automaton_min.clock import Clock, to_iso
+from automaton_min.clock import HOUR_MS, Clock, to_iso
 from automaton_min.config import relay_url
 from automaton_min.ids import new_ulid
 from automaton_min.treasury.money_out import CONFIRMATION_REQUIRED, UNKNOWN_PAYEE
@@ -37,7 +37,7 @@ def _setting(config: Any, key: str) -> Any:
 
 def expiry_ms(config: Any) -> int:
     hours = _setting(config, EXPIRY_KEY)
-    return int(hours if isinstance(hours, int) and hours > 0 else DEFAULT_EXPIRY_HOURS) * 3_600_000
+    return int(hours if isinstance(hours, int) and hours > 0 else DEFAULT_EXPIRY_HOURS) * HOUR_MS
 
 
 def _params_hash(kind: str, params: Mapping[str, Any]) -> str:

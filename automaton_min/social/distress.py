@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import HOUR_MS, MINUTE_MS, from_iso, to_iso
 from automaton_min.errors import AutomatonError
 from automaton_min.store.kv import USDC_KEY, get_value, json_object, set_json
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
 DISTRESS_KEY = "last_distress"
-DISTRESS_EVERY_MS = 3_600_000  # at most one message to the creator, and one distress wake, this often
+DISTRESS_EVERY_MS = HOUR_MS  # at most one message to the creator, and one distress wake, this often
 NO_CREATOR = "no creatorAddress is set, so there is nobody to tell (automaton-min config set creatorAddress 0x...)"
 NO_RELAY = "no relay: socialRelayUrl is empty"
 
@@ -56,7 +56,7 @@ def plea_text(distress: Distress, usdc_atomic: int | None) -> str:
     return (f"{who} needs funding: {what}. Credits: {credits}. USDC in its wallet, as last read: {usdc}. "
             f"To keep it alive, send USDC on Base to {address} (with ${BOOTSTRAP_TIER_USD} or more there it buys its "
             f"own credits), or send it Conway credits from your own agent: automaton-min fund 5 --to {address}. "
-            f"It says this at most once every {DISTRESS_EVERY_MS // 60_000} minutes.")
+            f"It says this at most once every {DISTRESS_EVERY_MS // MINUTE_MS} minutes.")
 
 
 def raise_distress(db: "Database", relay: Any, creator: str | None, distress: Distress, now_ms: int) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Iterable
 
+from automaton_min.clock import MINUTE_MS
 from automaton_min.social import injection_patterns as table
 
 MAX_MESSAGE_BYTES = 50 * 1024
 RATE_LIMIT_MESSAGES = 10
-RATE_LIMIT_WINDOW_MS = 60_000
+RATE_LIMIT_WINDOW_MS = MINUTE_MS
 RATE_LIMIT_MAX_SOURCES = 1024
 TOOL_RESULT_MAX_LENGTH = 50_000
 SOURCE_LABEL_MAX_LENGTH = 64

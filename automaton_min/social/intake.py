@@ -18,7 +18,7 @@ import orjson
 
 from automaton_min.social.receive import receive
 from automaton_min.chain.address import is_address
-from automaton_min.clock import from_iso, to_iso
+from automaton_min.clock import DAY_MS, from_iso, to_iso
 from automaton_min.observe.clock_trust import ClockTrust
 from automaton_min.social import approvals
 from automaton_min.social.protocol import (
@@ -41,7 +41,7 @@ CURSOR_KEY = "social_inbox_cursor"
 DROPPED_KEY = "social_dropped"
 DEDUP_TASK = "check_social_inbox"
 REFUSED_KEY = "social_refused"
-REPLAY_KEY_TTL_MS = ACCEPT_WINDOW_MS + MAX_FUTURE_SKEW_MS + 86_400_000  # longer than any message stays fresh
+REPLAY_KEY_TTL_MS = ACCEPT_WINDOW_MS + MAX_FUTURE_SKEW_MS + DAY_MS  # longer than any message stays fresh
 MAX_ID_CHARS = 200
 REFUSALS_KEPT = 20
 DROP_REASONS = ("malformed", "oversize", "wrong_recipient", "replay", "bad_signature", "stale", "future")

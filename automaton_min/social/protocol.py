@@ -7,15 +7,14 @@ from __future__ import annotations
 from automaton_min.chain.address import is_address, keccak256
 from automaton_min.chain.eip191 import recover_personal_signer, sign_personal_message
 from automaton_min.chain.wallet import Wallet
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, MINUTE_MS, to_iso
 from automaton_min.errors import UserError
 
 MAX_CONTENT_CHARS = 64_000
 MAX_MESSAGE_CHARS = 128_000
-ACCEPT_WINDOW_MS = 7 * 86_400_000  # a signed message is taken this long after its signing by the agent's clock
-MAX_FUTURE_SKEW_MS = 5 * 60_000  # and at most this far ahead of it (another machine's clock may run a little fast)
+ACCEPT_WINDOW_MS = 7 * DAY_MS  # a signed message is taken this long after its signing by the agent's clock
+MAX_FUTURE_SKEW_MS = 5 * MINUTE_MS  # and at most this far ahead of it (another machine's clock may run a little fast)
 OUTBOUND_PER_HOUR = 100
-HOUR_MS = 3_600_000
 
 
 class MessageRejected(UserError):

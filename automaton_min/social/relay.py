@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from automaton_min.clock import Clock, system_now, to_iso
+from automaton_min.clock import Clock, HOUR_MS, system_now, to_iso
 from automaton_min.config import relay_url
 from automaton_min.errors import ConfigError, RuntimeFailure
 from automaton_min.net.http import HttpError, snippet
 from automaton_min.crashpoint import crash_point
 from automaton_min.social import sent_log
-from automaton_min.social.protocol import HOUR_MS, OUTBOUND_PER_HOUR, check_outbound, content_hash, sign_poll, sign_send
+from automaton_min.social.protocol import OUTBOUND_PER_HOUR, check_outbound, content_hash, sign_poll, sign_send
 
 if TYPE_CHECKING:
     from automaton_min.chain.wallet import Wallet

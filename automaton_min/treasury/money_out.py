@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from automaton_min.chain.address import is_address
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, HOUR_MS, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.crashpoint import crash_point
 from automaton_min.fileio import held_exclusively
@@ -17,7 +17,7 @@ from automaton_min.ids import new_ulid
 from automaton_min.net.url import read_url
 from automaton_min.store.children import record_funding
 from automaton_min.treasury.payees import CONFIG_KEY, KnownPayees
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 
 if TYPE_CHECKING:
     from automaton_min.conway.client import ConwayClient, TransferResult

@@ -19,7 +19,7 @@ from automaton_min.chain.x402 import (
     payment_header,
     settlement,
 )
-from automaton_min.clock import Clock, from_iso, system_now, to_iso
+from automaton_min.clock import Clock, DAY_MS, HOUR_MS, from_iso, system_now, to_iso
 from automaton_min.config import DEFAULT_TREASURY_POLICY
 from automaton_min.errors import AutomatonError
 from automaton_min.net.http import NetworkError, Response, header_value, request
@@ -30,7 +30,7 @@ from automaton_min.treasury.guard import Allowance, PaymentRefused, cents_of, ch
 from automaton_min.treasury.ledger import Intent, blocking_intents, open_intents, record_intent, set_outcome
 from automaton_min.treasury.money_out import Limits
 from automaton_min.store.kv import get_value, set_value
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database

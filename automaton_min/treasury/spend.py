@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from automaton_min.clock import Clock, from_iso, system_now, to_iso
+from automaton_min.clock import DAY_MS, Clock, from_iso, system_now, to_iso
 from automaton_min.ids import new_ulid
 
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
 CATEGORIES = ("transfer", "x402", "inference", "other")
 
 

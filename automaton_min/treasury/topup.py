@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from automaton_min.chain.usdc import ATOMIC_PER_USDC, BASE, Network, format_usdc
-from automaton_min.clock import to_iso
+from automaton_min.clock import HOUR_MS, MINUTE_MS, to_iso
 from automaton_min.errors import RuntimeFailure, UserError
 from automaton_min.ids import new_ulid
 from automaton_min.net.http import snippet
@@ -23,11 +23,11 @@ from automaton_min.treasury.payer import Payer
 if TYPE_CHECKING:
     from automaton_min.store.db import Database
 
-INLINE_TOPUP_COOLDOWN_MS = 60_000  # the agent's own top-up attempts, at most one a minute
+INLINE_TOPUP_COOLDOWN_MS = MINUTE_MS  # the agent's own top-up attempts, at most one a minute
 TOPUP_ATTEMPT_KEY = "last_inline_topup_attempt"
 BOOTSTRAP_THRESHOLD_CENTS = 500
 BOOTSTRAP_TIER_USD = 5
-BOOTSTRAP_REPEAT_MS = 3_600_000  # an automatic top-up is not repeated within this long of the last one
+BOOTSTRAP_REPEAT_MS = HOUR_MS  # an automatic top-up is not repeated within this long of the last one
 
 log = get_logger(__name__)
 

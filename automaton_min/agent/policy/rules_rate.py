@@ -18,8 +18,7 @@ from automaton_min.agent.policy.types import (
     deny,
     tools,
 )
-from automaton_min.clock import to_iso
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS
+from automaton_min.clock import DAY_MS, HOUR_MS, to_iso
 
 PRIORITY = 600
 RATE_LIMIT_GENESIS = "RATE_LIMIT_GENESIS"

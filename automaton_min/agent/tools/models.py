@@ -10,10 +10,10 @@ from typing import Any
 
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, credits_now, need, object_schema, setting
-from automaton_min.clock import to_iso
+from automaton_min.clock import DAY_MS, HOUR_MS, to_iso
 from automaton_min.errors import RuntimeFailure
 from automaton_min.tiers import TIER_RANK, tier_for_credits
-from automaton_min.treasury.spend import DAY_MS, HOUR_MS, SpendTracker
+from automaton_min.treasury.spend import SpendTracker
 
 
 def _current_model(ctx: ToolContext) -> str | None:

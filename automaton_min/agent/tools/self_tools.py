@@ -13,13 +13,14 @@ from automaton_min.agent.prompts import GENESIS_LIMIT, SOUL_LIMIT
 from automaton_min.agent.soul import LOW_ALIGNMENT, genesis_alignment, purpose_words, record_soul, soul_versions
 from automaton_min.agent.tools.base import Tool, ToolContext, ToolFailure, ToolSpec
 from automaton_min.agent.tools.loop_control import change_config, need, object_schema, setting
+from automaton_min.clock import HOUR_MS
 from automaton_min.errors import AutomatonError
 from automaton_min.fileio import atomic_write
 from automaton_min.store.kv import delete_value, get_value, set_value
 
 GENESIS_BACKUP_KEY = "genesis_prompt_backup"
 REFLECTED_KEY = "soul_reflected_at"  # when reflect_on_soul last ran: the next update_soul within the hour is its result
-REFLECTION_COUNTS_MS = 3_600_000
+REFLECTION_COUNTS_MS = HOUR_MS
 
 
 def _read_soul(home: Any) -> str | None:
