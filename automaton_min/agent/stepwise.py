@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from automaton_min.agent.tools.vm import exec_headline
 from automaton_min.inference.router import RoutedResult
 from automaton_min.inference.types import ChatResult, Message, ToolCall, ToolSchema
 from automaton_min.inference.wire_common import parse_arguments
@@ -172,15 +173,11 @@ def the_call(result: ChatResult, name: str) -> ChatResult:
 
 def done(name: str, result: str, error: str | None) -> str:
     """The last action as the next step shows it: the tool and its result's (or error's) first line; for a
-    command, its exit code and the first line it printed (tools/vm.py format_exec), which is what it found out."""
+    command, its exit code and the first line it printed, which is what it found out."""
+    if error is None and (headline := exec_headline(result)) is not None:
+        return f"{name} -> {headline}"
     text = f"error: {error}" if error is not None else result
-    lines = [part.strip() for part in text.splitlines() if part.strip()]
-    line = lines[0] if lines else ""
-    if error is None and line.startswith("exit_code:"):
-        printed = next((part for part in lines[1:] if part not in ("stdout:", "stderr:")
-                        and not part.startswith(("stdout: (empty)", "stderr: (empty)", "timed_out:", "truncated:"))),
-                       None)
-        line = f"{line}, printed: {printed[:200]}" if printed else line
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     return f"{name} -> {line}"
 
 

@@ -90,6 +90,17 @@ def format_exec(result: ExecResult, timeout_s: float) -> str:
     return "\n".join(lines)
 
 
+def exec_headline(text: str) -> str | None:
+    """A ``format_exec`` result in one line: its exit code and the first line the command printed (stdout, else
+    stderr); None for any other text."""
+    lines = [part.strip() for part in text.splitlines() if part.strip()]
+    if not lines or not lines[0].startswith("exit_code:"):
+        return None
+    printed = next((part for part in lines[1:] if part not in ("stdout:", "stderr:")
+                    and not part.startswith(("stdout: (empty)", "stderr: (empty)", "timed_out:", "truncated:"))), None)
+    return f"{lines[0]}, printed: {printed[:200]}" if printed else lines[0]
+
+
 def disk_note(ctx: ToolContext) -> str:
     """After a command or a write in local mode: what the agent must know when the disk is full, else ''."""
     disk = ctx.services.disk
